@@ -1,0 +1,53 @@
+//! `issuing`: the card-issuing service and its operator commands.
+
+mod admin;
+mod serve;
+mod settings;
+
+use clap::{Parser, Subcommand};
+use settings::GlobalArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "issuing",
+    version,
+    about = "Card issuing service: API server and operator commands"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the API server and its background workers.
+    Serve(serve::ServeArgs),
+    /// Operator commands that work directly on the database (no HTTP).
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ISSUING_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(&cli.global, args).await,
+        Command::Admin(cmd) => admin::run(&cli.global, cmd).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+use crate::settings::{self, GlobalArgs, ServerArgs};
+use issuing_server::{projects, Mode};
+use issuing_store::ledger;
+use issuing_wire::Amount;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// Sandbox demo projects start with play money so every flow can be tried at once.
+const DEMO_CREDIT: Amount = Amount::from_micros(1_000 * issuing_wire::MICROS_PER_UNIT);
+
+pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let file = settings::load_file(global)?;
+    let config = settings::server_config(&args.server, &file)?;
+    let (store, master, resolved) = settings::open_store(global, &file).await?;
+    tracing::info!(
+        database = %settings::redact(&resolved.database_url),
+        mode = ?config.mode,
+        "starting"
+    );
+
+    if let Some(creds) = projects::ensure_demo_project(&store, &master).await? {
+        if config.mode == Mode::Sandbox {
+            let mut tx = store.begin().await?;
+            ledger::deposit(
+                &mut tx,
+                &creds.project_id,
+                DEMO_CREDIT,
+                Some("sandbox-demo-credit"),
+            )
+            .await?;
+            tx.commit().await?;
+        }
+        println!("Demo project created. The API secret is shown only this once:");
+        println!("  project_id:      {}", creds.project_id);
+        println!("  api_key:         {}", creds.api_key);
+        println!("  api_secret:      {}", creds.api_secret);
+        println!("  deposit_address: {}", creds.deposit_address);
+        if config.mode == Mode::Sandbox {
+            println!("  balance:         {DEMO_CREDIT} USDT (sandbox credit)");
+        }
+    }
+
+    let server = issuing_server::start(store.clone(), master, config).await?;
+    println!("issuing listening on http://{}/api/v2", server.addr);
+    server.wait().await;
+    store.close().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,234 @@
+//! Settings resolution: a flag beats its `ISSUING_*` environment variable, which beats
+//! the config file, which beats the default. Everything is validated before the server
+//! starts, with messages that name the setting.
+
+use anyhow::{bail, Context};
+use issuing_server::{MasterKey, Mode, ServerConfig};
+use issuing_store::Store;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Data directory: SQLite database and generated master key.
+    #[arg(long, env = "ISSUING_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Database URL: a SQLite path or `sqlite://path`, or `postgres://…`.
+    #[arg(long, env = "ISSUING_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// Optional TOML config file holding the same settings (and more).
+    #[arg(long, env = "ISSUING_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// The config file. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub mode: Option<String>,
+    pub webhook_retry_interval: Option<u64>,
+    pub webhook_max_age: Option<u64>,
+    pub max_body_bytes: Option<usize>,
+}
+
+pub fn load_file(global: &GlobalArgs) -> anyhow::Result<FileConfig> {
+    let Some(path) = &global.config else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("config file {} is invalid", path.display()))
+}
+
+pub struct Resolved {
+    pub data_dir: PathBuf,
+    pub database_url: String,
+}
+
+pub fn resolve_storage(global: &GlobalArgs, file: &FileConfig) -> anyhow::Result<Resolved> {
+    let data_dir = global
+        .data_dir
+        .clone()
+        .or_else(|| file.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from("./data"));
+    std::fs::create_dir_all(&data_dir).with_context(|| {
+        format!(
+            "--data-dir / ISSUING_DATA_DIR: cannot create {}",
+            data_dir.display()
+        )
+    })?;
+    let database_url = global
+        .database_url
+        .clone()
+        .or_else(|| file.database_url.clone())
+        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("issuing.db").display()));
+    if database_url.trim().is_empty() {
+        bail!("--database-url / ISSUING_DATABASE_URL must not be empty");
+    }
+    if database_url.contains("://")
+        && !["sqlite://", "postgres://", "postgresql://"]
+            .iter()
+            .any(|p| database_url.starts_with(p))
+    {
+        bail!("--database-url / ISSUING_DATABASE_URL must be a SQLite path, sqlite://… or postgres://…");
+    }
+    Ok(Resolved {
+        data_dir,
+        database_url,
+    })
+}
+
+/// Connects, migrates and binds the master key: what every command needs first.
+pub async fn open_store(
+    global: &GlobalArgs,
+    file: &FileConfig,
+) -> anyhow::Result<(Store, MasterKey, Resolved)> {
+    let resolved = resolve_storage(global, file)?;
+    let store = Store::connect(&resolved.database_url)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open the database ({})",
+                redact(&resolved.database_url)
+            )
+        })?;
+    store.migrate().await.context("database migration failed")?;
+    let master = load_master_key(&resolved.data_dir)?;
+    master.bind_to(&store).await?;
+    Ok((store, master, resolved))
+}
+
+/// `ISSUING_MASTER_KEY` (base64 of 32 bytes) when set, so several servers can share one;
+/// otherwise `<data dir>/master.key`, generated on first use with owner-only permissions.
+fn load_master_key(data_dir: &Path) -> anyhow::Result<MasterKey> {
+    if let Ok(text) = std::env::var("ISSUING_MASTER_KEY") {
+        return MasterKey::from_base64(&text).context("ISSUING_MASTER_KEY");
+    }
+    let path = data_dir.join("master.key");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => MasterKey::from_base64(&text).with_context(|| format!("{}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = MasterKey::generate();
+            write_private(&path, &key.to_base64())?;
+            tracing::info!(path = %path.display(), "generated a new master key");
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()?;
+    Ok(())
+}
+
+/// Hides a password in a database URL before it is printed.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{}:***{}", &url[..s + 3], user, &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, env = "ISSUING_LISTEN")]
+    pub listen: Option<String>,
+    /// `sandbox` (default: simulated provider and card network) or `production`.
+    #[arg(long, env = "ISSUING_MODE")]
+    pub mode: Option<String>,
+    /// Seconds between webhook delivery attempts.
+    #[arg(long, env = "ISSUING_WEBHOOK_RETRY_INTERVAL")]
+    pub webhook_retry_interval: Option<u64>,
+    /// Seconds after which an undelivered webhook is marked failed.
+    #[arg(long, env = "ISSUING_WEBHOOK_MAX_AGE")]
+    pub webhook_max_age: Option<u64>,
+}
+
+pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<ServerConfig> {
+    let mut config = ServerConfig::default();
+    if let Some(listen) = args.listen.clone().or_else(|| file.listen.clone()) {
+        config.listen = listen.parse::<SocketAddr>().with_context(|| {
+            format!("--listen / ISSUING_LISTEN: `{listen}` is not an address like 127.0.0.1:8080")
+        })?;
+    }
+    if let Some(mode) = args.mode.clone().or_else(|| file.mode.clone()) {
+        config.mode = Mode::parse(&mode).with_context(|| {
+            format!("--mode / ISSUING_MODE: `{mode}` must be sandbox or production")
+        })?;
+    }
+    if let Some(secs) = args.webhook_retry_interval.or(file.webhook_retry_interval) {
+        if secs == 0 {
+            bail!("ISSUING_WEBHOOK_RETRY_INTERVAL must be at least 1 second");
+        }
+        config.webhook_retry_interval = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.webhook_max_age.or(file.webhook_max_age) {
+        if secs == 0 {
+            bail!("ISSUING_WEBHOOK_MAX_AGE must be at least 1 second");
+        }
+        config.webhook_max_age = Duration::from_secs(secs);
+    }
+    if let Some(bytes) = file.max_body_bytes {
+        if !(1024..=16 * 1024 * 1024).contains(&bytes) {
+            bail!("max_body_bytes must be between 1 KiB and 16 MiB");
+        }
+        config.max_body_bytes = bytes;
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+    }
+
+    #[test]
+    fn validates_server_settings() {
+        let file = FileConfig::default();
+        let bad = ServerArgs {
+            listen: Some("nope".into()),
+            ..Default::default()
+        };
+        assert!(server_config(&bad, &file).is_err());
+        let bad = ServerArgs {
+            mode: Some("staging".into()),
+            ..Default::default()
+        };
+        assert!(server_config(&bad, &file).is_err());
+        let ok = ServerArgs {
+            listen: Some("127.0.0.1:0".into()),
+            mode: Some("Production".into()),
+            ..Default::default()
+        };
+        let c = server_config(&ok, &file).unwrap();
+        assert_eq!(c.mode, Mode::Production);
+    }
+}

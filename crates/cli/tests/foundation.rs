@@ -1,0 +1,569 @@
+//! The foundation over HTTP: system, project and users endpoints, every envelope and
+//! authentication error, replay protection across processes, and project isolation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{fresh_timestamp, now_micros, TestServer};
+use issuing_envelope::Key;
+use serde_json::{json, Value};
+
+async fn plain(t: &TestServer, api_key: Option<&str>, body: String) -> (u16, Value) {
+    let (s, v) = t
+        .post_raw(&t.base, "system/health", api_key, body, &t.creds.api_secret)
+        .await;
+    (s, v)
+}
+
+fn sealed_with(secret: &str, body: &Value) -> String {
+    json!({ "encrypted": issuing_envelope::seal(&Key::from_secret(secret), body.to_string().as_bytes()) }).to_string()
+}
+
+fn assert_plain_error(status: u16, v: &Value, want_status: u16, slug: &str) {
+    assert_eq!(status, want_status, "{v}");
+    assert!(v.get("encrypted").is_none(), "must be plain: {v}");
+    assert_eq!(v["success"], json!(false), "{v}");
+    assert_eq!(v["error_slug"], json!(slug), "{v}");
+}
+
+both_backends!(system_endpoints, |t: TestServer| async move {
+    let v = t.ok("system/health", json!({})).await;
+    assert_eq!(v["status"], "ok");
+    // system/time needs no request_timestamp, and may be called repeatedly.
+    for _ in 0..2 {
+        let sealed = sealed_with(&t.creds.api_secret, &json!({}));
+        let (s, v) = t
+            .post_raw(
+                &t.base,
+                "system/time",
+                Some(&t.creds.api_key),
+                sealed,
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let ts = v["timestamp"].as_i64().unwrap();
+        assert!((ts - now_micros()).abs() < 5_000_000, "{ts}");
+    }
+    // The plain liveness probe needs no credentials.
+    let r = reqwest::get(format!("{}/health", t.base)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+});
+
+both_backends!(authentication_errors, |t: TestServer| async move {
+    let good = |body: &Value| sealed_with(&t.creds.api_secret, body);
+    let ts = || json!({ "request_timestamp": fresh_timestamp() });
+
+    let (s, v) = plain(&t, None, good(&ts())).await;
+    assert_plain_error(s, &v, 401, "api_key_not_found");
+    let (s, v) = plain(&t, Some("pk_unknown"), good(&ts())).await;
+    assert_plain_error(s, &v, 401, "api_key_not_found");
+
+    let (s, v) = plain(&t, Some(&t.creds.api_key), "{}".into()).await;
+    assert_plain_error(s, &v, 400, "encrypted_payload_missing");
+    let (s, v) = plain(&t, Some(&t.creds.api_key), "not json".into()).await;
+    assert_plain_error(s, &v, 400, "encrypted_payload_missing");
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({"encrypted": 5}).to_string(),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({"encrypted": "!!notbase64"}).to_string(),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+    // Sealed with another project's secret.
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        sealed_with("some other secret", &ts()),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+    // A version byte other than 0x02.
+    let enc = issuing_envelope::seal(
+        &Key::from_secret(&t.creds.api_secret),
+        ts().to_string().as_bytes(),
+    );
+    let mut raw = issuing_envelope::decode_base64(&enc).unwrap();
+    raw[0] = 0x01;
+    use base64::Engine as _;
+    let tampered = base64::engine::general_purpose::STANDARD.encode(&raw);
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({"encrypted": tampered}).to_string(),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+    // Plaintext that is not a JSON object.
+    let enc = issuing_envelope::seal(&Key::from_secret(&t.creds.api_secret), b"[1,2]");
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({"encrypted": enc}).to_string(),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+
+    let (s, v) = plain(&t, Some(&t.creds.api_key), good(&json!({}))).await;
+    assert_plain_error(s, &v, 400, "request_timestamp_missing");
+    for bad in [json!("abc"), json!(1.5), json!(true), json!("")] {
+        let (s, v) = plain(
+            &t,
+            Some(&t.creds.api_key),
+            good(&json!({ "request_timestamp": bad })),
+        )
+        .await;
+        assert_plain_error(s, &v, 400, "request_timestamp_invalid");
+    }
+    for offset in [-31_000_000i64, 31_000_000] {
+        let (s, v) = plain(
+            &t,
+            Some(&t.creds.api_key),
+            good(&json!({ "request_timestamp": now_micros() + offset })),
+        )
+        .await;
+        assert_plain_error(s, &v, 400, "request_timestamp_out_of_window");
+    }
+    // A timestamp given as a string of digits is accepted.
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        good(&json!({ "request_timestamp": fresh_timestamp().to_string() })),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+
+    // Oversized bodies are refused before any decryption work.
+    let big = "x".repeat(300 * 1024);
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({ "encrypted": big }).to_string(),
+    )
+    .await;
+    assert_plain_error(s, &v, 413, "payload_too_large");
+
+    // A project that is no longer active: 403.
+    let other = t.new_project("suspended").await;
+    sqlx::query("UPDATE projects SET status = 'suspended' WHERE id = $1")
+        .bind(&other.project_id)
+        .execute(t.store.pool())
+        .await
+        .unwrap();
+    let (s, v) = t
+        .post_raw(
+            &t.base,
+            "system/health",
+            Some(&other.api_key),
+            sealed_with(&other.api_secret, &ts()),
+            &other.api_secret,
+        )
+        .await;
+    assert_plain_error(s, &v, 403, "api_key_invalid");
+    // A secret that no longer opens under the master key: 403 as well.
+    let broken = t.new_project("broken secret").await;
+    sqlx::query("UPDATE api_keys SET secret_enc = 'AAAA' WHERE project_id = $1")
+        .bind(&broken.project_id)
+        .execute(t.store.pool())
+        .await
+        .unwrap();
+    let (s, v) = t
+        .post_raw(
+            &t.base,
+            "system/health",
+            Some(&broken.api_key),
+            sealed_with(&broken.api_secret, &ts()),
+            &broken.api_secret,
+        )
+        .await;
+    assert_plain_error(s, &v, 403, "api_key_invalid");
+
+    // Errors after authentication are sealed.
+    let (s, v) = t.call("no/such/endpoint", json!({})).await;
+    assert_eq!((s, v["error_slug"].as_str()), (404, Some("not_found")));
+});
+
+both_backends!(
+    replay_is_refused_across_processes,
+    |t: TestServer| async move {
+        let body = json!({ "request_timestamp": fresh_timestamp() });
+        let sealed = sealed_with(&t.creds.api_secret, &body);
+        let (s, _) = t
+            .post_raw(
+                &t.base,
+                "system/health",
+                Some(&t.creds.api_key),
+                sealed.clone(),
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_eq!(s, 200);
+        let (s, v) = t
+            .post_raw(
+                &t.base,
+                "system/health",
+                Some(&t.creds.api_key),
+                sealed.clone(),
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_plain_error(s, &v, 400, "duplicate_request");
+        // The same timestamp on another path is a different request.
+        let (s, v) = t
+            .post_raw(
+                &t.base,
+                "project/balance",
+                Some(&t.creds.api_key),
+                sealed.clone(),
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        // A second server process on the same database refuses the copy too.
+        let sibling = t.sibling().await;
+        let base2 = format!("http://{}", sibling.addr);
+        let (s, v) = t
+            .post_raw(
+                &base2,
+                "system/health",
+                Some(&t.creds.api_key),
+                sealed,
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_plain_error(s, &v, 400, "duplicate_request");
+        let (s, _) = t
+            .post_raw(
+                &base2,
+                "system/health",
+                Some(&t.creds.api_key),
+                sealed_with(
+                    &t.creds.api_secret,
+                    &json!({"request_timestamp": fresh_timestamp()}),
+                ),
+                &t.creds.api_secret,
+            )
+            .await;
+        assert_eq!(s, 200);
+        sibling.shutdown().await;
+    }
+);
+
+both_backends!(project_balance_wallet_and_txs, |t: TestServer| async move {
+    let v = t.ok("project/balance", json!({})).await;
+    assert_eq!(
+        (v["available"].as_str(), v["currency"].as_str()),
+        (Some("0.00"), Some("usdt"))
+    );
+
+    let v = t.ok("project/wallet/trc20", json!({})).await;
+    let address = v["usdt_trc20"].as_str().unwrap();
+    assert_eq!(address, t.creds.deposit_address);
+    assert!(issuing_domain::trc20::is_valid(address), "{address}");
+
+    t.deposit(&t.creds.project_id, 150_500_000).await;
+    t.deposit(&t.creds.project_id, 2_000_000).await;
+    let v = t.ok("project/balance", json!({})).await;
+    assert_eq!(v["available"], "152.50");
+
+    let v = t.ok("project/txs", json!({})).await;
+    assert_eq!(v["total"], 2);
+    let items = v["items"].as_array().unwrap();
+    // Newest first by default.
+    assert_eq!(items[0]["type"], "deposit");
+    assert_eq!(items[0]["amount"], "2.00");
+    assert_eq!(items[0]["balance_after"], "152.50");
+    assert_eq!(items[1]["amount"], "150.50");
+    assert_eq!(items[1]["balance_after"], "150.50");
+    assert!(items[0]["created_at"].as_str().unwrap().ends_with('Z'));
+    let v = t
+        .ok("project/txs", json!({"sort_dir": "asc", "limit": 1}))
+        .await;
+    assert_eq!(
+        (v["items"][0]["amount"].as_str(), v["limit"].as_i64()),
+        (Some("150.50"), Some(1))
+    );
+    let v = t.ok("project/txs", json!({"type": "card_topup"})).await;
+    assert_eq!(v["total"], 0);
+    t.expect_error(
+        "project/txs",
+        json!({"limit": 101}),
+        400,
+        "validation_error",
+    )
+    .await;
+
+    // Each project has its own distinct, valid deposit address.
+    let other = t.new_project("other").await;
+    assert_ne!(other.deposit_address, t.creds.deposit_address);
+    let (_, v) = t.call_as(&other, "project/balance", json!({})).await;
+    assert_eq!(v["available"], "0.00");
+});
+
+both_backends!(users_create_get_and_errors, |t: TestServer| async move {
+    let v = t
+        .ok("users/create", json!({"external_user_id": "alice"}))
+        .await;
+    assert_eq!(v["external_user_id"], "alice");
+    assert_eq!(v["project_id"], json!(t.creds.project_id));
+    assert_eq!(v["usdt_balance"], "0.00");
+    assert_eq!(v["deposit_addresses"], json!([]));
+    let user_id = v["user_id"].as_str().unwrap().to_owned();
+    assert_eq!(user_id.len(), 24);
+    for f in ["created_at", "updated_at"] {
+        assert!(v[f].as_str().unwrap().ends_with('Z'), "{f}");
+    }
+
+    t.expect_error(
+        "users/create",
+        json!({"external_user_id": "alice"}),
+        409,
+        "user_already_exists",
+    )
+    .await;
+    t.expect_error(
+        "users/create",
+        json!({"external_user_id": ""}),
+        400,
+        "validation_error",
+    )
+    .await;
+    t.expect_error("users/create", json!({}), 400, "validation_error")
+        .await;
+    t.expect_error(
+        "users/create",
+        json!({"external_user_id": 5}),
+        400,
+        "validation_error",
+    )
+    .await;
+
+    let v = t
+        .ok("users/get", json!({"external_user_id": "alice"}))
+        .await;
+    assert_eq!(v["user_id"], json!(user_id));
+    t.expect_error(
+        "users/get",
+        json!({"external_user_id": "bob"}),
+        404,
+        "user_not_found",
+    )
+    .await;
+    t.expect_error(
+        "users/get",
+        json!({"external_user_id": ""}),
+        400,
+        "validation_error",
+    )
+    .await;
+});
+
+both_backends!(
+    users_find_filters_sorting_and_paging,
+    |t: TestServer| async move {
+        let mut ids = Vec::new();
+        for name in ["carol", "alice", "bob", "dave"] {
+            let v = t
+                .ok("users/create", json!({"external_user_id": name}))
+                .await;
+            ids.push((
+                name,
+                v["user_id"].as_str().unwrap().to_owned(),
+                v["created_at"].as_str().unwrap().to_owned(),
+            ));
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let names = |v: &Value| -> Vec<String> {
+            v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u["external_user_id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+
+        let v = t.ok("users/find", json!({})).await;
+        assert_eq!(
+            (v["total"].as_i64(), v["skip"].as_i64(), v["limit"].as_i64()),
+            (Some(4), Some(0), Some(20))
+        );
+        assert_eq!(
+            names(&v),
+            ["dave", "bob", "alice", "carol"],
+            "default: created_at desc"
+        );
+
+        let v = t
+            .ok(
+                "users/find",
+                json!({"sort_by": "external_user_id", "sort_dir": "asc"}),
+            )
+            .await;
+        assert_eq!(names(&v), ["alice", "bob", "carol", "dave"]);
+        let v = t
+            .ok(
+                "users/find",
+                json!({"sort_by": "external_user_id", "sort_dir": "desc", "skip": 1, "limit": 2}),
+            )
+            .await;
+        assert_eq!(names(&v), ["carol", "bob"]);
+        assert_eq!(v["total"], 4);
+        for key in ["user_id", "created_at", "updated_at"] {
+            let v = t
+                .ok("users/find", json!({"sort_by": key, "sort_dir": "asc"}))
+                .await;
+            assert_eq!(v["total"], 4, "{key}");
+        }
+        let v = t
+            .ok(
+                "users/find",
+                json!({"sort_by": "created_at", "sort_dir": "asc"}),
+            )
+            .await;
+        assert_eq!(names(&v), ["carol", "alice", "bob", "dave"]);
+
+        let v = t.ok("users/find", json!({"external_user_id": "bob"})).await;
+        assert_eq!(names(&v), ["bob"]);
+        let v = t.ok("users/find", json!({"external_user_ids": ["bob", "alice"], "sort_by": "external_user_id", "sort_dir": "asc"})).await;
+        assert_eq!(names(&v), ["alice", "bob"]);
+        let v = t.ok("users/find", json!({"user_id": ids[0].1})).await;
+        assert_eq!(names(&v), ["carol"]);
+        let v = t
+            .ok(
+                "users/find",
+                json!({"user_ids": [ids[0].1, ids[3].1], "sort_dir": "asc"}),
+            )
+            .await;
+        assert_eq!(names(&v), ["carol", "dave"]);
+        // Singular and plural together are combined.
+        let v = t
+            .ok(
+                "users/find",
+                json!({"user_id": ids[0].1, "user_ids": [ids[3].1]}),
+            )
+            .await;
+        assert_eq!(v["total"], 2);
+
+        let v = t
+            .ok(
+                "users/find",
+                json!({"created_from": ids[2].2, "sort_dir": "asc"}),
+            )
+            .await;
+        assert_eq!(names(&v), ["bob", "dave"]);
+        let v = t
+            .ok(
+                "users/find",
+                json!({"created_to": ids[1].2, "sort_dir": "asc"}),
+            )
+            .await;
+        assert_eq!(names(&v), ["carol", "alice"]);
+        let v = t
+            .ok(
+                "users/find",
+                json!({"created_from": ids[1].2, "created_to": ids[2].2}),
+            )
+            .await;
+        assert_eq!(v["total"], 2);
+
+        t.expect_error("users/find", json!({"limit": 101}), 400, "validation_error")
+            .await;
+        t.expect_error("users/find", json!({"skip": -1}), 400, "validation_error")
+            .await;
+        t.expect_error(
+            "users/find",
+            json!({"sort_by": "password"}),
+            400,
+            "validation_error",
+        )
+        .await;
+        t.expect_error(
+            "users/find",
+            json!({"sort_dir": "sideways"}),
+            400,
+            "validation_error",
+        )
+        .await;
+        t.expect_error(
+            "users/find",
+            json!({"created_from": "not a time"}),
+            400,
+            "validation_error",
+        )
+        .await;
+        t.expect_error(
+            "users/find",
+            json!({"user_ids": [1, 2]}),
+            400,
+            "validation_error",
+        )
+        .await;
+    }
+);
+
+both_backends!(projects_are_isolated, |t: TestServer| async move {
+    let other = t.new_project("other").await;
+    t.ok("users/create", json!({"external_user_id": "shared-id"}))
+        .await;
+    let mine = t
+        .ok("users/create", json!({"external_user_id": "only-mine"}))
+        .await;
+
+    // External ids are per project: the other project may use the same one.
+    let (s, theirs) = t
+        .call_as(
+            &other,
+            "users/create",
+            json!({"external_user_id": "shared-id"}),
+        )
+        .await;
+    assert_eq!(s, 200, "{theirs}");
+    assert_eq!(theirs["project_id"], json!(other.project_id));
+
+    // The other project cannot read my user, by external id or by user id.
+    let (s, v) = t
+        .call_as(
+            &other,
+            "users/get",
+            json!({"external_user_id": "only-mine"}),
+        )
+        .await;
+    assert_eq!((s, v["error_slug"].as_str()), (404, Some("user_not_found")));
+    let (_, v) = t
+        .call_as(&other, "users/find", json!({"user_id": mine["user_id"]}))
+        .await;
+    assert_eq!(v["total"], 0);
+    let (_, v) = t.call_as(&other, "users/find", json!({})).await;
+    assert_eq!(v["total"], 1);
+    assert_eq!(v["items"][0]["project_id"], json!(other.project_id));
+
+    // Balances and histories are separate.
+    t.deposit(&t.creds.project_id, 5_000_000).await;
+    let (_, v) = t.call_as(&other, "project/balance", json!({})).await;
+    assert_eq!(v["available"], "0.00");
+    let (_, v) = t.call_as(&other, "project/txs", json!({})).await;
+    assert_eq!(v["total"], 0);
+
+    // A request sealed with my secret but sent with the other key does not open.
+    let sealed = sealed_with(
+        &t.creds.api_secret,
+        &json!({"request_timestamp": fresh_timestamp()}),
+    );
+    let (s, v) = t
+        .post_raw(
+            &t.base,
+            "users/find",
+            Some(&other.api_key),
+            sealed,
+            &other.api_secret,
+        )
+        .await;
+    assert_plain_error(s, &v, 400, "decryption_failed");
+});

@@ -1,0 +1,185 @@
+//! The ledger's rules. Money moves only as transfers: a set of legs whose amounts sum to
+//! zero, each leg changing one account. Customer accounts (a project's master balance, a
+//! card's funds) can never go negative; only the contra accounts that stand for the world
+//! outside (the chain deposits come from, the card network) may.
+
+use issuing_wire::Amount;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccountKind {
+    /// The project's USDT master balance.
+    Master,
+    /// Funds loaded onto one card.
+    Card,
+    /// Fees the platform earned from a project.
+    FeeIncome,
+    /// Contra account for confirmed on-chain deposits; its balance is minus all deposits.
+    DepositSource,
+    /// Contra account for money that left through the card network (settled spends).
+    Network,
+}
+
+impl AccountKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AccountKind::Master => "master",
+            AccountKind::Card => "card",
+            AccountKind::FeeIncome => "fee_income",
+            AccountKind::DepositSource => "deposit_source",
+            AccountKind::Network => "network",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            AccountKind::Master,
+            AccountKind::Card,
+            AccountKind::FeeIncome,
+            AccountKind::DepositSource,
+            AccountKind::Network,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    pub const fn may_go_negative(self) -> bool {
+        matches!(self, AccountKind::DepositSource | AccountKind::Network)
+    }
+}
+
+/// Why money moved. The master account's history (`project/txs`) shows these as `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransferKind {
+    Deposit,
+    CardIssueFee,
+    CardTopup,
+    TopupFee,
+    CardWithdraw,
+    Refund,
+}
+
+impl TransferKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TransferKind::Deposit => "deposit",
+            TransferKind::CardIssueFee => "card_issue",
+            TransferKind::CardTopup => "card_topup",
+            TransferKind::TopupFee => "fee",
+            TransferKind::CardWithdraw => "card_withdraw",
+            TransferKind::Refund => "refund",
+        }
+    }
+}
+
+/// One side of a transfer: `amount` is added to the account (negative takes money out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leg<A> {
+    pub account: A,
+    pub amount: Amount,
+}
+
+/// A balanced set of legs. The constructor is the only way to build one, so an
+/// unbalanced transfer cannot reach storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transfer<A> {
+    kind: TransferKind,
+    legs: Vec<Leg<A>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    #[error("transfer legs do not sum to zero")]
+    Unbalanced,
+    #[error("a transfer needs at least two non-zero legs")]
+    Empty,
+}
+
+impl<A> Transfer<A> {
+    pub fn new(kind: TransferKind, legs: Vec<Leg<A>>) -> Result<Self, TransferError> {
+        let legs: Vec<_> = legs
+            .into_iter()
+            .filter(|l| l.amount.micros() != 0)
+            .collect();
+        if legs.len() < 2 {
+            return Err(TransferError::Empty);
+        }
+        let sum = legs
+            .iter()
+            .try_fold(0i64, |acc, l| acc.checked_add(l.amount.micros()));
+        if sum != Some(0) {
+            return Err(TransferError::Unbalanced);
+        }
+        Ok(Transfer { kind, legs })
+    }
+
+    /// Moves `amount` (positive) from one account to another.
+    pub fn simple(
+        kind: TransferKind,
+        from: A,
+        to: A,
+        amount: Amount,
+    ) -> Result<Self, TransferError> {
+        Self::new(
+            kind,
+            vec![
+                Leg {
+                    account: from,
+                    amount: Amount::from_micros(-amount.micros()),
+                },
+                Leg {
+                    account: to,
+                    amount,
+                },
+            ],
+        )
+    }
+
+    pub fn kind(&self) -> TransferKind {
+        self.kind
+    }
+
+    pub fn legs(&self) -> &[Leg<A>] {
+        &self.legs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_must_balance() {
+        let a = |m| Amount::from_micros(m);
+        assert!(Transfer::new(
+            TransferKind::Deposit,
+            vec![
+                Leg {
+                    account: 1,
+                    amount: a(5)
+                },
+                Leg {
+                    account: 2,
+                    amount: a(-4)
+                }
+            ]
+        )
+        .is_err());
+        assert_eq!(
+            Transfer::<u8>::new(TransferKind::Deposit, vec![]),
+            Err(TransferError::Empty)
+        );
+        let t = Transfer::simple(TransferKind::Deposit, 1, 2, a(7)).unwrap();
+        assert_eq!(t.legs().iter().map(|l| l.amount.micros()).sum::<i64>(), 0);
+    }
+
+    #[test]
+    fn only_contra_accounts_may_go_negative() {
+        assert!(!AccountKind::Master.may_go_negative());
+        assert!(!AccountKind::Card.may_go_negative());
+        assert!(AccountKind::DepositSource.may_go_negative());
+        assert_eq!(
+            AccountKind::parse("fee_income"),
+            Some(AccountKind::FeeIncome)
+        );
+    }
+}

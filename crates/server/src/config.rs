@@ -1,0 +1,47 @@
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Simulated provider, KYC and card network; simulation endpoints enabled.
+    Sandbox,
+    Production,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s.to_ascii_lowercase().as_str() {
+            "sandbox" => Some(Mode::Sandbox),
+            "production" => Some(Mode::Production),
+            _ => None,
+        }
+    }
+}
+
+/// Settings of a running server. The CLI fills it from flags, environment and config
+/// file; tests build it directly.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub mode: Mode,
+    /// Accepted distance of `request_timestamp` from server time (spec: 30 s).
+    pub timestamp_window: Duration,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    pub webhook_retry_interval: Duration,
+    pub webhook_max_age: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            mode: Mode::Sandbox,
+            timestamp_window: Duration::from_secs(30),
+            // Generous for any KYC payload, small enough to bound memory per request.
+            max_body_bytes: 256 * 1024,
+            webhook_retry_interval: Duration::from_secs(60),
+            webhook_max_age: Duration::from_secs(3 * 24 * 3600),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The HTTP layer and background workers of the issuing service.
+//!
+//! A request passes, in order: the body limit, the envelope layer (API key lookup,
+//! envelope open, timestamp window, replay guard; seals the response), then the router.
+//! Handlers receive the authenticated project and typed plaintext requests and return
+//! typed results or an `ApiError`; they never see ciphertext.
+
+pub mod config;
+pub mod master_key;
+mod pipeline;
+pub mod projects;
+mod routes;
+mod server;
+mod state;
+mod workers;
+
+pub use config::{Mode, ServerConfig};
+pub use master_key::MasterKey;
+pub use server::{start, RunningServer};

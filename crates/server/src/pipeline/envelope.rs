@@ -1,0 +1,185 @@
+//! The envelope layer: authenticates the API key, opens the sealed request, enforces the
+//! timestamp window and replay guard, and seals whatever the router answers.
+
+use super::extract::{Caller, Plaintext};
+use super::reply::error_response;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use issuing_domain::time::now_micros;
+use issuing_envelope::Key;
+use issuing_store::{projects, replay};
+use issuing_wire::{ApiError, ErrorSlug};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Our own responses are small; the bound only guards against a handler bug.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Paths that do not need `request_timestamp` (the client calls it to learn the time).
+const UNTIMED_PATHS: &[&str] = &["/api/v2/system/time"];
+
+pub(crate) async fn envelope_layer(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match open_request(&state, req).await {
+        Ok((req, key)) => {
+            let response = next.run(req).await;
+            seal_response(&key, response).await
+        }
+        Err(e) => error_response(&e),
+    }
+}
+
+fn plain(slug: ErrorSlug, message: &str) -> ApiError {
+    ApiError::new(slug, message)
+}
+
+async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), ApiError> {
+    let api_key = req
+        .headers()
+        .get("API-KEY")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?
+        .to_owned();
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|u| u.path().to_owned())
+        .unwrap_or_else(|| req.uri().path().to_owned());
+
+    let record = {
+        let mut conn = state.store.conn().await?;
+        projects::find_api_key(&mut conn, &api_key).await?
+    }
+    .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?;
+    let no_access = || {
+        plain(
+            ErrorSlug::ApiKeyInvalid,
+            "You do not have access to this API.",
+        )
+    };
+    if record.project_status != "active" {
+        return Err(no_access());
+    }
+    let secret = state.master.open_secret(&record.secret_enc).ok_or_else(|| {
+        tracing::error!(project_id = %record.project_id, "API secret cannot be decrypted with the master key");
+        no_access()
+    })?;
+    let key = Key::from_secret(secret.expose());
+
+    let (mut parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, state.config.max_body_bytes)
+        .await
+        .map_err(|_| plain(ErrorSlug::PayloadTooLarge, "Request body too large"))?;
+    let missing = || {
+        plain(
+            ErrorSlug::EncryptedPayloadMissing,
+            "Encrypted payload not found",
+        )
+    };
+    let malformed = || {
+        plain(
+            ErrorSlug::DecryptionFailed,
+            "Invalid encrypted payload format",
+        )
+    };
+    let outer: Value = serde_json::from_slice(&bytes).map_err(|_| missing())?;
+    let sealed = match outer.get("encrypted") {
+        None | Some(Value::Null) => return Err(missing()),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(malformed()),
+    };
+    let plaintext = issuing_envelope::open(&key, sealed).map_err(|_| malformed())?;
+    let request: Value = serde_json::from_slice(&plaintext).map_err(|_| malformed())?;
+    if !request.is_object() {
+        return Err(malformed());
+    }
+
+    if !UNTIMED_PATHS.contains(&path.as_str()) {
+        check_timestamp(state, &api_key, &path, &request).await?;
+    }
+
+    parts.extensions.insert(Caller {
+        project_id: record.project_id,
+    });
+    parts.extensions.insert(Plaintext(Arc::new(request)));
+    Ok((Request::from_parts(parts, Body::empty()), key))
+}
+
+async fn check_timestamp(
+    state: &AppState,
+    api_key: &str,
+    path: &str,
+    request: &Value,
+) -> Result<(), ApiError> {
+    let ts = match request.get("request_timestamp") {
+        None | Some(Value::Null) => {
+            return Err(plain(
+                ErrorSlug::RequestTimestampMissing,
+                "Request timestamp not found in encrypted payload",
+            ))
+        }
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            s.parse().ok()
+        }
+        Some(_) => None,
+    }
+    .ok_or_else(|| {
+        plain(
+            ErrorSlug::RequestTimestampInvalid,
+            "Invalid timestamp format",
+        )
+    })?;
+
+    let window = i64::try_from(state.config.timestamp_window.as_micros()).unwrap_or(i64::MAX);
+    let now = now_micros();
+    if ts.abs_diff(now) > window.unsigned_abs() {
+        return Err(plain(
+            ErrorSlug::RequestTimestampOutOfWindow,
+            "Request timestamp outside allowed window",
+        ));
+    }
+    // Remembered until the timestamp itself leaves the window: after that the window
+    // check refuses the copy, so the guard row is no longer needed.
+    let expires_at = ts.saturating_add(window);
+    let mut conn = state.store.conn().await?;
+    if !replay::remember(&mut conn, api_key, path, ts, expires_at).await? {
+        return Err(plain(
+            ErrorSlug::DuplicateRequest,
+            "Duplicate request detected",
+        ));
+    }
+    Ok(())
+}
+
+async fn seal_response(key: &Key, response: Response) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_RESPONSE_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "response body could not be read for sealing");
+            let (p, b) = error_response(&ApiError::internal()).into_parts();
+            parts = p;
+            match axum::body::to_bytes(b, MAX_RESPONSE_BYTES).await {
+                Ok(b) => b,
+                Err(_) => Default::default(),
+            }
+        }
+    };
+    let sealed = serde_json::json!({ "encrypted": issuing_envelope::seal(key, &bytes) });
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, Body::from(sealed.to_string()))
+}

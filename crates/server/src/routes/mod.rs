@@ -1,0 +1,42 @@
+//! One file per resource. Each handler takes the caller and a typed request and returns
+//! a typed reply or an `ApiError`.
+
+mod filters;
+mod project;
+mod system;
+mod users;
+
+use crate::pipeline::{envelope_layer, HttpError};
+use crate::state::AppState;
+use axum::routing::{get, post};
+use axum::{middleware, Json, Router};
+use issuing_wire::{ApiError, ErrorSlug};
+
+pub(crate) fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/system/health", post(system::health))
+        .route("/system/time", post(system::time))
+        .route("/project/balance", post(project::balance))
+        .route("/project/txs", post(project::txs))
+        .route("/project/wallet/trc20", post(project::wallet_trc20))
+        .route("/users/create", post(users::create))
+        .route("/users/get", post(users::get))
+        .route("/users/find", post(users::find))
+        .fallback(unknown_endpoint)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            envelope_layer,
+        ))
+        .with_state(state);
+    Router::new()
+        .nest("/api/v2", api)
+        // Plain liveness probe for load balancers and operators; no credentials needed.
+        .route(
+            "/health",
+            get(|| async { Json(serde_json::json!({"success": true, "status": "ok"})) }),
+        )
+}
+
+async fn unknown_endpoint() -> HttpError {
+    HttpError(ApiError::new(ErrorSlug::NotFound, "Unknown endpoint"))
+}

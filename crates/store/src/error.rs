@@ -1,0 +1,43 @@
+use issuing_wire::{ApiError, ErrorSlug};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("unique constraint violated")]
+    Conflict,
+    #[error("account {account_id} has insufficient funds")]
+    InsufficientFunds { account_id: String },
+    #[error("not found: {0}")]
+    NotFound(&'static str),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Turns driver-level unique violations into `Conflict` so callers can answer 409s.
+    pub(crate) fn from_write(e: sqlx::Error) -> Self {
+        match e.as_database_error() {
+            Some(db) if db.is_unique_violation() => StoreError::Conflict,
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+/// Storage failures that reach a handler unplanned are internal errors; the cause is
+/// logged by the HTTP layer, never sent to the client.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::InsufficientFunds { .. } => {
+                ApiError::new(ErrorSlug::InsufficientFunds, "Insufficient funds")
+            }
+            other => {
+                tracing::error!(error = %other, "storage error");
+                ApiError::internal()
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The double-entry ledger in storage. A transfer's legs are applied with conditional
+//! updates (`balance + amount >= 0` unless the account is a contra account), each
+//! writing an immutable entry with the balance after it, all inside the caller's
+//! transaction: either every leg lands or none does. A CHECK constraint backs the rule.
+
+use crate::query::Filter;
+use crate::{Backend, Conn, StoreError};
+use issuing_domain::ids::new_id;
+use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
+use issuing_wire::{Amount, PageRequest};
+use sqlx::Row;
+
+pub const CURRENCY: &str = "usdt";
+
+/// The accounts every project has from the start.
+const PROJECT_ACCOUNTS: &[AccountKind] = &[
+    AccountKind::Master,
+    AccountKind::FeeIncome,
+    AccountKind::DepositSource,
+    AccountKind::Network,
+];
+
+pub async fn open_project_accounts(
+    conn: &mut Conn,
+    project_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    for kind in PROJECT_ACCOUNTS {
+        open_account(conn, project_id, *kind, None, now).await?;
+    }
+    Ok(())
+}
+
+pub async fn open_account(
+    conn: &mut Conn,
+    project_id: &str,
+    kind: AccountKind,
+    card_id: Option<&str>,
+    now: i64,
+) -> Result<String, StoreError> {
+    let id = new_id();
+    sqlx::query(
+        "INSERT INTO accounts (id, project_id, kind, card_id, currency, balance, allow_negative, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 0, $6, $7)",
+    )
+    .bind(&id)
+    .bind(project_id)
+    .bind(kind.as_str())
+    .bind(card_id)
+    .bind(CURRENCY)
+    .bind(i64::from(kind.may_go_negative()))
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(id)
+}
+
+/// The id of one of the project's own (non-card) accounts.
+pub async fn project_account(
+    conn: &mut Conn,
+    project_id: &str,
+    kind: AccountKind,
+) -> Result<String, StoreError> {
+    let row = sqlx::query(
+        "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
+    )
+    .bind(project_id)
+    .bind(kind.as_str())
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(StoreError::NotFound("account"))?;
+    Ok(row.try_get("id")?)
+}
+
+pub async fn project_balance(
+    conn: &mut Conn,
+    project_id: &str,
+    kind: AccountKind,
+) -> Result<Amount, StoreError> {
+    let row = sqlx::query(
+        "SELECT balance FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
+    )
+    .bind(project_id)
+    .bind(kind.as_str())
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(StoreError::NotFound("account"))?;
+    Ok(Amount::from_micros(row.try_get("balance")?))
+}
+
+/// What a transfer is about, for the history a project reconciles against.
+#[derive(Debug, Clone, Default)]
+pub struct TransferMeta<'a> {
+    pub project_id: &'a str,
+    pub order_id: Option<&'a str>,
+    pub card_id: Option<&'a str>,
+    /// An external reference (e.g. a chain transaction hash): unique per project and
+    /// kind, so the same deposit can never be credited twice.
+    pub reference: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posted {
+    pub transfer_id: String,
+    /// (account id, balance after) for each leg, in the order the legs were applied.
+    pub balances_after: Vec<(String, Amount)>,
+}
+
+/// Applies a balanced transfer. `InsufficientFunds` names the account that would have
+/// gone negative; `Conflict` means the reference was already used. On error the caller
+/// must roll back (dropping the transaction does).
+pub async fn post(
+    conn: &mut Conn,
+    meta: &TransferMeta<'_>,
+    transfer: &Transfer<String>,
+) -> Result<Posted, StoreError> {
+    let now = issuing_domain::time::now_micros();
+    let transfer_id = new_id();
+    sqlx::query(
+        "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&transfer_id)
+    .bind(meta.project_id)
+    .bind(transfer.kind().as_str())
+    .bind(meta.order_id)
+    .bind(meta.card_id)
+    .bind(meta.reference)
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+
+    // A fixed lock order (by account id) keeps two concurrent transfers over the same
+    // accounts from deadlocking on PostgreSQL.
+    let mut legs: Vec<_> = transfer.legs().iter().collect();
+    legs.sort_by(|a, b| a.account.cmp(&b.account));
+    let mut balances_after = Vec::with_capacity(legs.len());
+    for leg in legs {
+        let row = sqlx::query(
+            "UPDATE accounts SET balance = balance + $1 \
+             WHERE id = $2 AND project_id = $3 AND (allow_negative = 1 OR balance + $1 >= 0) \
+             RETURNING balance",
+        )
+        .bind(leg.amount.micros())
+        .bind(&leg.account)
+        .bind(meta.project_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some(row) = row else {
+            return Err(StoreError::InsufficientFunds {
+                account_id: leg.account.clone(),
+            });
+        };
+        let balance_after: i64 = row.try_get("balance")?;
+        sqlx::query(
+            "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&transfer_id)
+        .bind(&leg.account)
+        .bind(leg.amount.micros())
+        .bind(balance_after)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        balances_after.push((leg.account.clone(), Amount::from_micros(balance_after)));
+    }
+    Ok(Posted {
+        transfer_id,
+        balances_after,
+    })
+}
+
+/// One movement of a project's master balance, as `project/txs` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MasterEntry {
+    pub entry_id: i64,
+    pub transfer_id: String,
+    pub kind: String,
+    pub amount: Amount,
+    pub balance_after: Amount,
+    pub order_id: Option<String>,
+    pub card_id: Option<String>,
+    pub reference: Option<String>,
+    pub created_at: i64,
+}
+
+pub const HISTORY_SORT_KEYS: &[&str] = &["created_at", "amount"];
+
+#[derive(Debug, Default, Clone)]
+pub struct HistoryFilter {
+    pub kinds: Vec<String>,
+    pub order_ids: Vec<String>,
+    pub card_ids: Vec<String>,
+    pub created_from: Option<i64>,
+    pub created_to: Option<i64>,
+}
+
+pub async fn master_history(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    filter: &HistoryFilter,
+    page: &PageRequest,
+) -> Result<(Vec<MasterEntry>, i64), StoreError> {
+    let master = project_account(conn, project_id, AccountKind::Master).await?;
+    let mut f = Filter::for_project("t.project_id", project_id);
+    f.eq("e.account_id", crate::query::Arg::Text(master));
+    f.texts("t.kind", &filter.kinds);
+    f.texts("t.order_id", &filter.order_ids);
+    f.texts("t.card_id", &filter.card_ids);
+    f.at_least("e.created_at", filter.created_from);
+    f.at_most("e.created_at", filter.created_to);
+    let from = " FROM entries e JOIN transfers t ON t.id = e.transfer_id";
+    let where_sql = f.where_sql();
+    let count_sql = format!("SELECT COUNT(*) AS n{from}{where_sql}");
+    let total: i64 = f
+        .bind(&count_sql)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    let column = if page.sort_by == "amount" {
+        "e.amount"
+    } else {
+        "e.created_at"
+    };
+    let page_sql = f.page_sql(backend, column, false, "e.id", page);
+    let sql = format!(
+        "SELECT e.id AS entry_id, t.id AS transfer_id, t.kind, e.amount, e.balance_after, \
+         t.order_id, t.card_id, t.reference, e.created_at{from}{where_sql}{page_sql}"
+    );
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let items = rows
+        .iter()
+        .map(|r| {
+            Ok(MasterEntry {
+                entry_id: r.try_get("entry_id")?,
+                transfer_id: r.try_get("transfer_id")?,
+                kind: r.try_get("kind")?,
+                amount: Amount::from_micros(r.try_get("amount")?),
+                balance_after: Amount::from_micros(r.try_get("balance_after")?),
+                order_id: r.try_get("order_id")?,
+                card_id: r.try_get("card_id")?,
+                reference: r.try_get("reference")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+    Ok((items, total))
+}
+
+/// Deposit of confirmed funds into the master balance. `reference` (e.g. the chain
+/// transaction id) makes a repeated credit of the same deposit a `Conflict`.
+pub async fn deposit(
+    conn: &mut Conn,
+    project_id: &str,
+    amount: Amount,
+    reference: Option<&str>,
+) -> Result<Posted, StoreError> {
+    let source = project_account(conn, project_id, AccountKind::DepositSource).await?;
+    let master = project_account(conn, project_id, AccountKind::Master).await?;
+    let transfer = Transfer::simple(TransferKind::Deposit, source, master, amount)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let meta = TransferMeta {
+        project_id,
+        reference,
+        ..Default::default()
+    };
+    post(conn, &meta, &transfer).await
+}
+
+/// A ledger inconsistency found by `verify`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mismatch {
+    UnbalancedTransfer {
+        transfer_id: String,
+        sum: i64,
+    },
+    BalanceDiffers {
+        account_id: String,
+        kind: String,
+        balance: i64,
+        entries_sum: i64,
+    },
+    Negative {
+        account_id: String,
+        kind: String,
+        balance: i64,
+    },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::UnbalancedTransfer { transfer_id, sum } => {
+                write!(f, "transfer {transfer_id} does not balance: legs sum to {sum} micro-units")
+            }
+            Mismatch::BalanceDiffers { account_id, kind, balance, entries_sum } => write!(
+                f,
+                "account {account_id} ({kind}) has balance {balance} but its entries sum to {entries_sum}"
+            ),
+            Mismatch::Negative { account_id, kind, balance } => {
+                write!(f, "account {account_id} ({kind}) is negative: {balance}")
+            }
+        }
+    }
+}
+
+/// Checks every invariant of the ledger over the whole database: each transfer sums to
+/// zero, each balance equals the sum of its entries, no customer balance is negative.
+/// Reads in aggregate queries so it works on large ledgers without loading them.
+pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
+    let mut found = Vec::new();
+    let rows = sqlx::query(
+        "SELECT transfer_id, CAST(SUM(amount) AS BIGINT) AS total FROM entries \
+         GROUP BY transfer_id HAVING SUM(amount) <> 0",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        found.push(Mismatch::UnbalancedTransfer {
+            transfer_id: r.try_get("transfer_id")?,
+            sum: r.try_get("total")?,
+        });
+    }
+    let rows = sqlx::query(
+        "SELECT a.id, a.kind, a.balance, a.allow_negative, \
+         CAST(COALESCE((SELECT SUM(e.amount) FROM entries e WHERE e.account_id = a.id), 0) AS BIGINT) AS total \
+         FROM accounts a",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        let account_id: String = r.try_get("id")?;
+        let kind: String = r.try_get("kind")?;
+        let balance: i64 = r.try_get("balance")?;
+        let entries_sum: i64 = r.try_get("total")?;
+        let allow_negative: i64 = r.try_get("allow_negative")?;
+        if balance != entries_sum {
+            found.push(Mismatch::BalanceDiffers {
+                account_id: account_id.clone(),
+                kind: kind.clone(),
+                balance,
+                entries_sum,
+            });
+        }
+        if allow_negative == 0 && balance < 0 {
+            found.push(Mismatch::Negative {
+                account_id,
+                kind,
+                balance,
+            });
+        }
+    }
+    Ok(found)
+}

@@ -1,0 +1,77 @@
+//! A small migration runner: ordered, embedded SQL files per backend, each applied once
+//! in its own transaction and recorded in `schema_migrations`. On PostgreSQL an advisory
+//! lock keeps several starting servers from migrating at the same time.
+
+use crate::{Backend, Store, StoreError};
+use sqlx::{Executor, Row};
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "foundation",
+    sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
+    postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
+}];
+
+/// Arbitrary constant naming this service's migration lock.
+const PG_MIGRATION_LOCK: i64 = 0x1550_1e55;
+
+pub(crate) async fn run(store: &Store) -> Result<(), StoreError> {
+    let mut conn = store.pool().acquire().await?;
+    if store.backend() == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(PG_MIGRATION_LOCK)
+            .execute(&mut *conn)
+            .await?;
+    }
+    let result = apply_pending(store, &mut conn).await;
+    if store.backend() == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(PG_MIGRATION_LOCK)
+            .execute(&mut *conn)
+            .await?;
+    }
+    result
+}
+
+async fn apply_pending(store: &Store, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (\
+           version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .await?;
+    let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
+        .fetch_all(&mut *conn)
+        .await?
+        .iter()
+        .map(|r| r.try_get::<i64, _>("version"))
+        .collect::<Result<_, _>>()?;
+    for m in MIGRATIONS {
+        if applied.contains(&m.version) {
+            continue;
+        }
+        let sql = match store.backend() {
+            Backend::Sqlite => m.sqlite,
+            Backend::Postgres => m.postgres,
+        };
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        tx.execute(sqlx::raw_sql(sql)).await?;
+        sqlx::query(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+        )
+        .bind(m.version)
+        .bind(m.name)
+        .bind(issuing_domain::time::now_micros())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version = m.version, name = m.name, "applied migration");
+    }
+    Ok(())
+}

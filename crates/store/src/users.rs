@@ -1,0 +1,98 @@
+//! Users: the project's end customers, unique per (project, external_user_id).
+
+use crate::query::Filter;
+use crate::{Backend, Conn, StoreError};
+use issuing_wire::PageRequest;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    pub id: String,
+    pub project_id: String,
+    pub external_user_id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct UserFilter {
+    pub external_user_ids: Vec<String>,
+    pub user_ids: Vec<String>,
+    pub created_from: Option<i64>,
+    pub created_to: Option<i64>,
+}
+
+pub const SORT_KEYS: &[&str] = &["user_id", "external_user_id", "created_at", "updated_at"];
+
+fn from_row(r: &AnyRow) -> Result<UserRecord, sqlx::Error> {
+    Ok(UserRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        external_user_id: r.try_get("external_user_id")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+/// Inserts the user; `StoreError::Conflict` when the external id is taken in the project.
+pub async fn insert(conn: &mut Conn, u: &UserRecord) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO users (id, project_id, external_user_id, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(&u.id)
+    .bind(&u.project_id)
+    .bind(&u.external_user_id)
+    .bind(u.created_at)
+    .bind(u.updated_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
+pub async fn get_by_external_id(
+    conn: &mut Conn,
+    project_id: &str,
+    external_user_id: &str,
+) -> Result<Option<UserRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM users WHERE project_id = $1 AND external_user_id = $2")
+        .bind(project_id)
+        .bind(external_user_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(row.as_ref().map(from_row).transpose()?)
+}
+
+pub async fn find(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    filter: &UserFilter,
+    page: &PageRequest,
+) -> Result<(Vec<UserRecord>, i64), StoreError> {
+    let mut f = Filter::for_project("project_id", project_id);
+    f.texts("external_user_id", &filter.external_user_ids);
+    f.texts("id", &filter.user_ids);
+    f.at_least("created_at", filter.created_from);
+    f.at_most("created_at", filter.created_to);
+    let where_sql = f.where_sql();
+    let count_sql = format!("SELECT COUNT(*) AS n FROM users{where_sql}");
+    let total: i64 = f
+        .bind(&count_sql)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    let (column, is_text) = match page.sort_by {
+        "user_id" => ("id", true),
+        "external_user_id" => ("external_user_id", true),
+        "updated_at" => ("updated_at", false),
+        _ => ("created_at", false),
+    };
+    let page_sql = f.page_sql(backend, column, is_text, "id", page);
+    let sql = format!("SELECT * FROM users{where_sql}{page_sql}");
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let users = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+    Ok((users, total))
+}

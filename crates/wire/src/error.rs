@@ -1,0 +1,291 @@
+use serde::Serialize;
+use std::fmt;
+
+/// Every error slug the service answers with, and the HTTP status it travels with.
+///
+/// The statuses come from the spec's tables and CONTRACT §1 and §4; this is the only
+/// place that maps a slug to a status, so a slug can never be answered with two codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorSlug {
+    // Authentication and envelope (answered in plain JSON: no key is usable yet).
+    ApiKeyNotFound,
+    ApiKeyInvalid,
+    EncryptedPayloadMissing,
+    DecryptionFailed,
+    RequestTimestampMissing,
+    RequestTimestampInvalid,
+    RequestTimestampOutOfWindow,
+    DuplicateRequest,
+    PayloadTooLarge,
+    // Request validation.
+    InvalidRequest,
+    ValidationError,
+    InvalidAmount,
+    IdempotencyKeyRequired,
+    IdempotencyConflict,
+    KycRequired,
+    KycUnexpectedFields,
+    ExternalUserIdRequired,
+    // Money.
+    InsufficientFunds,
+    // Not found.
+    NotFound,
+    ProjectNotFound,
+    WalletNotFound,
+    UserNotFound,
+    SubproviderNotFound,
+    CardholderNotFound,
+    ProductNotFound,
+    CardNotFound,
+    OrderNotFound,
+    // Conflicts.
+    UserAlreadyExists,
+    CardholderAlreadyExists,
+    // Business rules.
+    CardNotActive,
+    CardUserMismatch,
+    InvalidStatusTransition,
+    SecurementIdInvalid,
+    CardDetailsPlaintextUnavailable,
+    ProviderWithdrawNotSupported,
+    ProductNotActive,
+    CardholderNotReady,
+    InvalidPricing,
+    CardProductLimitsInvalid,
+    AmountBelowMinimum,
+    AmountAboveMaximum,
+    CurrencyMismatch,
+    // Server side.
+    InternalError,
+    ProviderError,
+    TopupAttemptsExceeded,
+}
+
+impl ErrorSlug {
+    pub const fn as_str(self) -> &'static str {
+        use ErrorSlug::*;
+        match self {
+            ApiKeyNotFound => "api_key_not_found",
+            ApiKeyInvalid => "api_key_invalid",
+            EncryptedPayloadMissing => "encrypted_payload_missing",
+            DecryptionFailed => "decryption_failed",
+            RequestTimestampMissing => "request_timestamp_missing",
+            RequestTimestampInvalid => "request_timestamp_invalid",
+            RequestTimestampOutOfWindow => "request_timestamp_out_of_window",
+            DuplicateRequest => "duplicate_request",
+            PayloadTooLarge => "payload_too_large",
+            InvalidRequest => "invalid_request",
+            ValidationError => "validation_error",
+            InvalidAmount => "invalid_amount",
+            IdempotencyKeyRequired => "idempotency_key_required",
+            IdempotencyConflict => "idempotency_conflict",
+            KycRequired => "kyc_required",
+            KycUnexpectedFields => "kyc_unexpected_fields",
+            ExternalUserIdRequired => "external_user_id_required",
+            InsufficientFunds => "insufficient_funds",
+            NotFound => "not_found",
+            ProjectNotFound => "project_not_found",
+            WalletNotFound => "wallet_not_found",
+            UserNotFound => "user_not_found",
+            SubproviderNotFound => "subprovider_not_found",
+            CardholderNotFound => "cardholder_not_found",
+            ProductNotFound => "product_not_found",
+            CardNotFound => "card_not_found",
+            OrderNotFound => "order_not_found",
+            UserAlreadyExists => "user_already_exists",
+            CardholderAlreadyExists => "cardholder_already_exists",
+            CardNotActive => "card_not_active",
+            CardUserMismatch => "card_user_mismatch",
+            InvalidStatusTransition => "invalid_status_transition",
+            SecurementIdInvalid => "securement_id_invalid",
+            CardDetailsPlaintextUnavailable => "card_details_plaintext_unavailable",
+            ProviderWithdrawNotSupported => "provider_withdraw_not_supported",
+            ProductNotActive => "product_not_active",
+            CardholderNotReady => "cardholder_not_ready",
+            InvalidPricing => "invalid_pricing",
+            CardProductLimitsInvalid => "card_product_limits_invalid",
+            AmountBelowMinimum => "amount_below_minimum",
+            AmountAboveMaximum => "amount_above_maximum",
+            CurrencyMismatch => "currency_mismatch",
+            InternalError => "internal_error",
+            ProviderError => "provider_error",
+            TopupAttemptsExceeded => "topup_attempts_exceeded",
+        }
+    }
+
+    pub const fn status(self) -> u16 {
+        use ErrorSlug::*;
+        match self {
+            ApiKeyNotFound => 401,
+            ApiKeyInvalid | InsufficientFunds => 403,
+            PayloadTooLarge => 413,
+            EncryptedPayloadMissing
+            | DecryptionFailed
+            | RequestTimestampMissing
+            | RequestTimestampInvalid
+            | RequestTimestampOutOfWindow
+            | DuplicateRequest
+            | InvalidRequest
+            | ValidationError
+            | InvalidAmount
+            | IdempotencyKeyRequired
+            | IdempotencyConflict
+            | KycRequired
+            | KycUnexpectedFields
+            | ExternalUserIdRequired => 400,
+            NotFound | ProjectNotFound | WalletNotFound | UserNotFound | SubproviderNotFound
+            | CardholderNotFound | ProductNotFound | CardNotFound | OrderNotFound => 404,
+            UserAlreadyExists | CardholderAlreadyExists => 409,
+            CardNotActive
+            | CardUserMismatch
+            | InvalidStatusTransition
+            | SecurementIdInvalid
+            | CardDetailsPlaintextUnavailable
+            | ProviderWithdrawNotSupported
+            | ProductNotActive
+            | CardholderNotReady
+            | InvalidPricing
+            | CardProductLimitsInvalid
+            | AmountBelowMinimum
+            | AmountAboveMaximum
+            | CurrencyMismatch => 422,
+            // CONTRACT §4: provider failures on synchronous calls are 500.
+            InternalError | ProviderError => 500,
+            TopupAttemptsExceeded => 503,
+        }
+    }
+
+    /// All slugs, for exhaustive tests and documentation.
+    pub const ALL: &'static [ErrorSlug] = &[
+        ErrorSlug::ApiKeyNotFound,
+        ErrorSlug::ApiKeyInvalid,
+        ErrorSlug::EncryptedPayloadMissing,
+        ErrorSlug::DecryptionFailed,
+        ErrorSlug::RequestTimestampMissing,
+        ErrorSlug::RequestTimestampInvalid,
+        ErrorSlug::RequestTimestampOutOfWindow,
+        ErrorSlug::DuplicateRequest,
+        ErrorSlug::PayloadTooLarge,
+        ErrorSlug::InvalidRequest,
+        ErrorSlug::ValidationError,
+        ErrorSlug::InvalidAmount,
+        ErrorSlug::IdempotencyKeyRequired,
+        ErrorSlug::IdempotencyConflict,
+        ErrorSlug::KycRequired,
+        ErrorSlug::KycUnexpectedFields,
+        ErrorSlug::ExternalUserIdRequired,
+        ErrorSlug::InsufficientFunds,
+        ErrorSlug::NotFound,
+        ErrorSlug::ProjectNotFound,
+        ErrorSlug::WalletNotFound,
+        ErrorSlug::UserNotFound,
+        ErrorSlug::SubproviderNotFound,
+        ErrorSlug::CardholderNotFound,
+        ErrorSlug::ProductNotFound,
+        ErrorSlug::CardNotFound,
+        ErrorSlug::OrderNotFound,
+        ErrorSlug::UserAlreadyExists,
+        ErrorSlug::CardholderAlreadyExists,
+        ErrorSlug::CardNotActive,
+        ErrorSlug::CardUserMismatch,
+        ErrorSlug::InvalidStatusTransition,
+        ErrorSlug::SecurementIdInvalid,
+        ErrorSlug::CardDetailsPlaintextUnavailable,
+        ErrorSlug::ProviderWithdrawNotSupported,
+        ErrorSlug::ProductNotActive,
+        ErrorSlug::CardholderNotReady,
+        ErrorSlug::InvalidPricing,
+        ErrorSlug::CardProductLimitsInvalid,
+        ErrorSlug::AmountBelowMinimum,
+        ErrorSlug::AmountAboveMaximum,
+        ErrorSlug::CurrencyMismatch,
+        ErrorSlug::InternalError,
+        ErrorSlug::ProviderError,
+        ErrorSlug::TopupAttemptsExceeded,
+    ];
+}
+
+impl fmt::Display for ErrorSlug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The one error type of the API: a slug and a readable message. Its JSON form is the
+/// spec's standard error object `{success: false, error, error_slug}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{slug}: {message}")]
+pub struct ApiError {
+    pub slug: ErrorSlug,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(slug: ErrorSlug, message: impl Into<String>) -> Self {
+        ApiError {
+            slug,
+            message: message.into(),
+        }
+    }
+
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(ErrorSlug::ValidationError, message)
+    }
+
+    /// The message clients see for unexpected failures; details go to the log only.
+    pub fn internal() -> Self {
+        Self::new(ErrorSlug::InternalError, "Internal server error")
+    }
+
+    pub fn status(&self) -> u16 {
+        self.slug.status()
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            success: bool,
+            error: &'a str,
+            error_slug: &'a str,
+        }
+        serde_json::json!(Body {
+            success: false,
+            error: &self.message,
+            error_slug: self.slug.as_str(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn slugs_are_unique_and_statuses_are_errors() {
+        let mut seen = HashSet::new();
+        for slug in ErrorSlug::ALL {
+            assert!(seen.insert(slug.as_str()), "duplicate slug {slug}");
+            assert!((400..600).contains(&slug.status()), "{slug}");
+        }
+    }
+
+    #[test]
+    fn contract_statuses() {
+        assert_eq!(ErrorSlug::ApiKeyNotFound.status(), 401);
+        assert_eq!(ErrorSlug::InsufficientFunds.status(), 403);
+        assert_eq!(ErrorSlug::ExternalUserIdRequired.status(), 400);
+        assert_eq!(ErrorSlug::CurrencyMismatch.status(), 422);
+        assert_eq!(ErrorSlug::ProviderError.status(), 500);
+        assert_eq!(ErrorSlug::TopupAttemptsExceeded.status(), 503);
+    }
+
+    #[test]
+    fn body_shape() {
+        let body = ApiError::new(ErrorSlug::UserNotFound, "User not found").body();
+        assert_eq!(
+            body,
+            serde_json::json!({"success": false, "error": "User not found", "error_slug": "user_not_found"})
+        );
+    }
+}
