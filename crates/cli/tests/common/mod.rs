@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod db;
+pub mod process;
 pub use db::{Backend, TestDb};
 
 /// Runs the test body once per backend, as two test functions in a module.
@@ -112,8 +113,10 @@ impl TestServer {
 
     /// A second server process on the same database (same master key).
     pub async fn sibling(&self) -> RunningServer {
-        let mut config = ServerConfig::default();
-        config.listen = "127.0.0.1:0".parse().unwrap();
+        let config = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        };
         let store = Store::connect(&self.db.url).await.unwrap();
         issuing_server::start(store, self.master.clone(), config)
             .await

@@ -169,10 +169,9 @@ async fn seal_response(key: &Key, response: Response) -> Response {
             tracing::error!(error = %e, "response body could not be read for sealing");
             let (p, b) = error_response(&ApiError::internal()).into_parts();
             parts = p;
-            match axum::body::to_bytes(b, MAX_RESPONSE_BYTES).await {
-                Ok(b) => b,
-                Err(_) => Default::default(),
-            }
+            axum::body::to_bytes(b, MAX_RESPONSE_BYTES)
+                .await
+                .unwrap_or_default()
         }
     };
     let sealed = serde_json::json!({ "encrypted": issuing_envelope::seal(key, &bytes) });

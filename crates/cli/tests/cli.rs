@@ -1,0 +1,256 @@
+//! The `issuing` binary: first run, operator commands, settings validation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::process::{issuing, ServeProcess};
+use common::{Creds, TestDb, TestServer};
+use serde_json::{json, Value};
+
+async fn run_admin(data_dir: &std::path::Path, url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = issuing()
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--database-url")
+        .arg(url)
+        .arg("admin")
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Calls the API of a child server through the harness client.
+async fn call(t: &TestServer, base: &str, creds: &Creds, path: &str, body: Value) -> (u16, Value) {
+    let mut body = body;
+    body["request_timestamp"] = json!(common::fresh_timestamp());
+    let sealed = issuing_envelope::seal(
+        &issuing_envelope::Key::from_secret(&creds.api_secret),
+        body.to_string().as_bytes(),
+    );
+    t.post_raw(
+        base,
+        path,
+        Some(&creds.api_key),
+        json!({"encrypted": sealed}).to_string(),
+        &creds.api_secret,
+    )
+    .await
+}
+
+both_backends!(
+    first_run_prints_working_demo_credentials_once,
+    |t: TestServer| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        let creds = Creds {
+            project_id: server
+                .banner_value("project_id")
+                .expect("project_id printed"),
+            api_key: server.banner_value("api_key").expect("api_key printed"),
+            api_secret: server
+                .banner_value("api_secret")
+                .expect("api_secret printed"),
+            deposit_address: server
+                .banner_value("deposit_address")
+                .expect("deposit_address printed"),
+        };
+        assert!(dir.path().join("master.key").exists());
+        let (s, v) = call(&t, &server.base, &creds, "project/balance", json!({})).await;
+        assert_eq!((s, v["available"].as_str()), (200, Some("1000.00")), "{v}");
+        let (_, v) = call(&t, &server.base, &creds, "project/wallet/trc20", json!({})).await;
+        assert_eq!(v["usdt_trc20"], json!(creds.deposit_address));
+        server.kill().await;
+
+        // A restart creates no second demo project and the credentials keep working.
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        assert_eq!(server.banner_value("api_key"), None, "{:?}", server.banner);
+        let (s, _) = call(&t, &server.base, &creds, "system/health", json!({})).await;
+        assert_eq!(s, 200);
+        server.kill().await;
+        let (code, out, _) = run_admin(dir.path(), &db.url, &["project", "list"]).await;
+        assert_eq!((code, out.lines().count()), (0, 1), "{out}");
+    }
+);
+
+both_backends!(admin_commands, |t: TestServer| async move {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::create(t.db.backend).await.unwrap();
+    let url = db.url.as_str();
+    let (code, out, err) =
+        run_admin(dir.path(), url, &["project", "create", "--name", "Acme"]).await;
+    assert_eq!(code, 0, "{err}");
+    let created: Value = serde_json::from_str(out.trim()).unwrap();
+    for f in ["project_id", "api_key", "api_secret", "deposit_address"] {
+        assert!(
+            created[f].as_str().is_some_and(|v| !v.is_empty()),
+            "{f}: {created}"
+        );
+    }
+    let project = created["project_id"].as_str().unwrap();
+
+    let (code, out, err) = run_admin(
+        dir.path(),
+        url,
+        &["deposit", "--project", project, "--amount", "125.5"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["amount"].as_str(), v["balance"].as_str()),
+        (Some("125.50"), Some("125.50"))
+    );
+
+    // The same chain reference is never credited twice.
+    let args = [
+        "deposit",
+        "--project",
+        project,
+        "--amount",
+        "10",
+        "--reference",
+        "tx-1",
+    ];
+    assert_eq!(run_admin(dir.path(), url, &args).await.0, 0);
+    let (code, _, err) = run_admin(dir.path(), url, &args).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("already credited"), "{err}");
+
+    for bad in ["0", "-5", "1.0000001", "abc"] {
+        let (code, _, err) = run_admin(
+            dir.path(),
+            url,
+            &["deposit", "--project", project, "--amount", bad],
+        )
+        .await;
+        assert_ne!(code, 0, "{bad}");
+        assert!(err.contains("--amount"), "{err}");
+    }
+    let (code, _, err) = run_admin(
+        dir.path(),
+        url,
+        &["deposit", "--project", "nope", "--amount", "1"],
+    )
+    .await;
+    assert!(code != 0 && err.contains("not found"), "{err}");
+
+    let (code, out, _) = run_admin(dir.path(), url, &["project", "list"]).await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (listed["name"].as_str(), listed["balance"].as_str()),
+        (Some("Acme"), Some("135.50"))
+    );
+    assert!(
+        !out.contains(created["api_secret"].as_str().unwrap()),
+        "list must not show secrets"
+    );
+
+    // The deposits are visible through the API with the printed credentials.
+    let server = ServeProcess::start(dir.path(), url).await;
+    let creds = Creds {
+        project_id: project.to_owned(),
+        api_key: created["api_key"].as_str().unwrap().to_owned(),
+        api_secret: created["api_secret"].as_str().unwrap().to_owned(),
+        deposit_address: String::new(),
+    };
+    let (_, v) = call(
+        &t,
+        &server.base,
+        &creds,
+        "project/txs",
+        json!({"sort_dir": "asc"}),
+    )
+    .await;
+    assert_eq!(v["total"], 2, "{v}");
+    assert_eq!(v["items"][1]["reference"], "tx-1");
+    server.kill().await;
+
+    let (code, out, _) = run_admin(dir.path(), url, &["verify-ledger"]).await;
+    assert_eq!((code, out.trim()), (0, "ledger ok"));
+    // Corrupt a balance behind the ledger's back: verify-ledger names the account.
+    let store = issuing_store::Store::connect(url).await.unwrap();
+    let account: String = sqlx::Row::get(
+        &sqlx::query("SELECT id FROM accounts WHERE project_id = $1 AND kind = 'master'")
+            .bind(project)
+            .fetch_one(store.pool())
+            .await
+            .unwrap(),
+        "id",
+    );
+    sqlx::query("UPDATE accounts SET balance = balance + 1 WHERE id = $1")
+        .bind(&account)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.close().await;
+    let (code, out, _) = run_admin(dir.path(), url, &["verify-ledger"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&account), "{out}");
+});
+
+#[tokio::test]
+async fn settings_are_validated_with_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["serve", "--listen", "not-an-address"], "--listen"),
+        (&["serve", "--mode", "staging"], "--mode"),
+        (&["--database-url", "mysql://x", "serve"], "--database-url"),
+    ];
+    for (args, needle) in cases {
+        let out = issuing()
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(*args)
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // A config file with an unknown key is refused, naming the file.
+    let cfg = dir.path().join("issuing.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:0\"\nlisten_port = 5\n").unwrap();
+    let out = issuing()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["serve"])
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("issuing.toml"), "{err}");
+    // A master key that does not match the database is refused at start.
+    let data = dir.path().join("d");
+    let ok = issuing()
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["admin", "project", "list"])
+        .output()
+        .await
+        .unwrap();
+    assert!(ok.status.success());
+    let out = issuing()
+        .arg("--data-dir")
+        .arg(&data)
+        .env(
+            "ISSUING_MASTER_KEY",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        )
+        .args(["admin", "project", "list"])
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("master key does not match"), "{err}");
+}

@@ -1,0 +1,71 @@
+//! Running the real `issuing` binary as a child process.
+
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub fn issuing() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_issuing"));
+    cmd.env_remove("ISSUING_MASTER_KEY")
+        .env_remove("ISSUING_DATABASE_URL")
+        .env_remove("ISSUING_DATA_DIR")
+        .env("ISSUING_LOG", "warn")
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A running `issuing serve` and every line it printed before it started listening.
+pub struct ServeProcess {
+    pub child: Child,
+    pub base: String,
+    pub banner: Vec<String>,
+}
+
+impl ServeProcess {
+    pub async fn start(data_dir: &std::path::Path, database_url: &str) -> ServeProcess {
+        let mut child = issuing()
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--database-url")
+            .arg(database_url)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn issuing serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut banner = Vec::new();
+        let base = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("read stdout") {
+                if let Some(rest) = line.strip_prefix("issuing listening on ") {
+                    return rest.trim_end_matches("/api/v2").to_owned();
+                }
+                banner.push(line);
+            }
+            panic!("issuing serve exited before listening; printed {banner:?}");
+        })
+        .await
+        .expect("server did not start in time");
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServeProcess {
+            child,
+            base,
+            banner,
+        }
+    }
+
+    /// The value printed after `name:` in the first-run banner.
+    pub fn banner_value(&self, name: &str) -> Option<String> {
+        self.banner.iter().find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{name}:"))
+                .map(|v| v.trim().to_owned())
+        })
+    }
+
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
