@@ -20,8 +20,10 @@ Library use::
     from issuing_client import Client
     client = Client("http://localhost:8080", "my-api-key", "my-api-secret")
     status, body = client.call("project/balance")
-    status, body = client.call("users/create", external_user_id="u-1",
-                               idempotency_key="create-u-1")
+    status, body = client.call("users/create", external_user_id="u-1")
+    # Endpoints that need an idempotency key take it as a keyword; it is sent
+    # as the Idempotency-Key header:
+    #   client.call(path, idempotency_key="topup-42", **fields)
 
 CLI use (values may also come from ISSUING_BASE_URL, ISSUING_API_KEY and
 ISSUING_API_SECRET)::

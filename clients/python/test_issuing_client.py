@@ -27,15 +27,20 @@ VECTORS = HERE.parent.parent / "crates" / "envelope" / "tests" / "vectors.json"
 API_KEY = "key-123"
 API_SECRET = "secret-ключ-🔑"
 TRON = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
+PROJECT_ID = "6740a1c2e1f0a9b3c4d5e6f7"
 
 
 class FakeServer:
-    """Enough of the API to exercise the client: envelopes, errors, a user table."""
+    """Enough of the API to exercise the client and the smoke test: envelopes, plain
+    errors before authentication, sealed errors after it, and a user table, all in
+    the shapes of docs/api.md. ``quirks`` switches on deliberate deviations so the
+    tests can prove smoke.py notices them."""
 
     def __init__(self):
         self.key = derive_key(API_SECRET)
-        self.users = []
+        self.users = []  # newest first
         self.requests = []  # (path, headers, plaintext dict)
+        self.quirks = set()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,6 +71,13 @@ class FakeServer:
         h.end_headers()
         h.wfile.write(body)
 
+    def error(self, h, status, slug, message, encrypt):
+        doc = {"success": False, "error": message, "error_slug": slug}
+        return self.reply(h, status, doc, encrypt)
+
+    def ok(self, h, fields):
+        return self.reply(h, 200, {"success": True, **fields}, True)
+
     def handle(self, h, raw):
         path = h.path
         if path == "/api/v2/raw/notjson":
@@ -76,34 +88,50 @@ class FakeServer:
             h.wfile.write(body)
             return
         if h.headers.get("API-KEY") != API_KEY:
-            return self.reply(h, 401, {"success": False, "error": "api_key_not_found"}, False)
+            return self.error(h, 401, "api_key_not_found", "API key not found", False)
         try:
             req = json.loads(open_envelope(self.key, json.loads(raw)["encrypted"]))
         except Exception:
-            return self.reply(h, 400, {"success": False, "error": "decryption_failed"}, False)
+            return self.error(h, 400, "decryption_failed", "Invalid encrypted payload format", False)
         self.requests.append((path, dict(h.headers), req))
         p = path[len("/api/v2/"):]
         if p == "system/health":
-            return self.reply(h, 200, {"success": True}, True)
+            return self.ok(h, {"status": "ok"})
         if p == "system/time":
-            return self.reply(h, 200, {"success": True, "server_time": int(time.time() * 1e6)}, True)
+            return self.ok(h, {"timestamp": time.time_ns() // 1000})
         if p == "project/balance":
-            return self.reply(h, 200, {"success": True, "available": "0.00", "currency": "USDT"}, True)
+            return self.ok(h, {"available": "1000.00", "currency": "usdt"})
         if p == "project/wallet/trc20":
-            return self.reply(h, 200, {"success": True, "usdt_trc20": TRON}, True)
+            return self.ok(h, {"usdt_trc20": TRON})
         if p == "users/create":
-            user = {"user_id": f"u{len(self.users)}", "external_user_id": req["external_user_id"]}
+            ext = req.get("external_user_id")
+            if not isinstance(ext, str) or not ext.strip():
+                return self.error(h, 400, "validation_error", "external_user_id must not be empty", True)
+            if any(u["external_user_id"] == ext for u in self.users) and "duplicate_ok" not in self.quirks:
+                return self.error(h, 409, "user_already_exists", "User already exists", True)
+            now = "2026-01-02T03:04:05.123456Z"
+            user = {"user_id": f"{len(self.users) + 1:024x}", "external_user_id": ext,
+                    "project_id": PROJECT_ID, "usdt_balance": "0.00", "deposit_addresses": [],
+                    "created_at": now, "updated_at": now}
             self.users.insert(0, user)
-            return self.reply(h, 200, {"success": True, "user": user}, True)
+            if "wrapped_user" in self.quirks:
+                return self.ok(h, {"user": user})
+            return self.ok(h, user)
         if p == "users/get":
+            ext = req.get("external_user_id")
+            if not isinstance(ext, str) or not ext.strip():
+                return self.error(h, 400, "validation_error", "external_user_id must not be empty", True)
             for u in self.users:
-                if u["user_id"] == req.get("user_id") or u["external_user_id"] == req.get("external_user_id"):
-                    return self.reply(h, 200, {"success": True, **u}, True)
-            return self.reply(h, 404, {"success": False, "error": "user_not_found"}, True)
+                if u["external_user_id"] == ext:
+                    return self.ok(h, u)
+            return self.error(h, 404, "user_not_found", "User not found", True)
         if p == "users/find":
-            return self.reply(h, 200, {"success": True, "items": self.users, "total": len(self.users),
-                                       "skip": 0, "limit": 100}, True)
-        return self.reply(h, 404, {"success": False, "error": "not_found"}, True)
+            wanted = req.get("external_user_id")
+            items = self.users
+            if wanted is not None and "ignore_filters" not in self.quirks:
+                items = [u for u in items if u["external_user_id"] == wanted]
+            return self.ok(h, {"items": items[:20], "total": len(items), "skip": 0, "limit": 20})
+        return self.error(h, 404, "not_found", "Unknown endpoint", True)
 
 
 class EnvelopeTests(unittest.TestCase):
@@ -153,7 +181,7 @@ class ClientTests(unittest.TestCase):
         before = time.time_ns() // 1000
         status, body = self.client.call("users/create", external_user_id="e1", idempotency_key="idem-1")
         self.assertEqual(status, 200)
-        self.assertEqual(body["user"]["external_user_id"], "e1")
+        self.assertEqual(body["external_user_id"], "e1")
         path, headers, req = self.server.requests[-1]
         self.assertEqual(path, "/api/v2/users/create")
         self.assertEqual(headers["Idempotency-Key"], "idem-1")
@@ -168,13 +196,13 @@ class ClientTests(unittest.TestCase):
 
     def test_plain_error_before_auth(self):
         status, body = Client(self.server.url, "wrong", API_SECRET).call("system/health")
-        self.assertEqual((status, body["error"]), (401, "api_key_not_found"))
+        self.assertEqual((status, body["error_slug"]), (401, "api_key_not_found"))
         status, body = Client(self.server.url, API_KEY, "wrong secret").call("system/health")
-        self.assertEqual((status, body["error"]), (400, "decryption_failed"))
+        self.assertEqual((status, body["error_slug"]), (400, "decryption_failed"))
 
     def test_encrypted_error_status(self):
-        status, body = self.client.call("users/get", user_id="missing")
-        self.assertEqual((status, body["error"]), (404, "user_not_found"))
+        status, body = self.client.call("users/get", external_user_id="missing")
+        self.assertEqual((status, body["error_slug"], body["success"]), (404, "user_not_found", False))
 
     def test_non_json_and_unreachable(self):
         with self.assertRaisesRegex(IssuingClientError, "non-JSON"):
@@ -192,7 +220,7 @@ class ClientTests(unittest.TestCase):
                                       "--api-secret", API_SECRET, "project/balance", "{}"])
         self.assertEqual(rc, 0)
         self.assertTrue(out.getvalue().startswith("HTTP 200\n"))
-        self.assertEqual(json.loads(out.getvalue().split("\n", 1)[1])["currency"], "USDT")
+        self.assertEqual(json.loads(out.getvalue().split("\n", 1)[1])["currency"], "usdt")
 
     def test_cli_env_and_error_exit(self):
         env = {"ISSUING_BASE_URL": self.server.url, "ISSUING_API_KEY": API_KEY,
@@ -202,7 +230,7 @@ class ClientTests(unittest.TestCase):
         try:
             out = io.StringIO()
             with redirect_stdout(out):
-                rc = issuing_client.main(["users/get", '{"user_id": "nope"}'])
+                rc = issuing_client.main(["users/get", '{"external_user_id": "nope"}'])
         finally:
             for k, v in old.items():
                 if v is None:
@@ -217,15 +245,64 @@ class ClientTests(unittest.TestCase):
         with redirect_stdout(out):
             rc = smoke.main(["--base-url", self.server.url, "--api-key", API_KEY, "--api-secret", API_SECRET])
         self.assertEqual(rc, 0, out.getvalue())
-        self.assertIn("smoke test passed (7 checks)", out.getvalue())
+        self.assertIn("smoke test passed (8 checks)", out.getvalue())
+        paths = [path for path, _, _ in self.server.requests]
+        self.assertEqual(paths.count("/api/v2/users/create"), 2, "create, then the duplicate")
+        find = [req for path, _, req in self.server.requests if path == "/api/v2/users/find"]
+        self.assertEqual(len(find), 1)
+        self.assertTrue(find[0]["external_user_id"].startswith("smoke-"), find[0])
 
     def test_smoke_fails_clearly(self):
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
             rc = smoke.main(["--base-url", self.server.url, "--api-key", "wrong", "--api-secret", API_SECRET])
         self.assertEqual(rc, 1)
-        self.assertIn("system/health: expected HTTP 2xx with success=true, got HTTP 401", err.getvalue())
+        self.assertIn("system/health: expected HTTP 200 with success=true, got HTTP 401", err.getvalue())
         self.assertIn("api_key_not_found", err.getvalue())
+
+    def run_smoke(self):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = smoke.main(["--base-url", self.server.url, "--api-key", API_KEY, "--api-secret", API_SECRET])
+        return rc, err.getvalue()
+
+    def test_smoke_rejects_a_wrapped_user(self):
+        self.server.quirks.add("wrapped_user")
+        rc, err = self.run_smoke()
+        self.assertEqual(rc, 1)
+        self.assertIn("users/create: user is missing", err)
+
+    def test_smoke_requires_409_on_duplicate(self):
+        self.server.quirks.add("duplicate_ok")
+        rc, err = self.run_smoke()
+        self.assertEqual(rc, 1)
+        self.assertIn("users/create: expected HTTP 409 with error_slug='user_already_exists', got HTTP 200", err)
+
+    def test_smoke_requires_the_find_filter(self):
+        self.client.call("users/create", external_user_id="someone-else")
+        self.server.quirks.add("ignore_filters")
+        rc, err = self.run_smoke()
+        self.assertEqual(rc, 1)
+        self.assertIn("users/find: `total` should be 1", err)
+
+
+class SmokeHelperTests(unittest.TestCase):
+    def test_tron_address_check(self):
+        self.assertTrue(smoke.is_tron_address(TRON))
+        self.assertTrue(smoke.is_tron_address("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"))
+        for bad in ("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u", "T" * 34, "short", None, 5,
+                    "0" + TRON[1:]):
+            self.assertFalse(smoke.is_tron_address(bad), bad)
+
+    def test_formats(self):
+        for good in ("0.00", "12.50", "0.000001", "1000.00"):
+            self.assertRegex(good, smoke.AMOUNT)
+        for bad in ("12", "12.5", "1.0000001", "1e3", ""):
+            self.assertNotRegex(bad, smoke.AMOUNT)
+        self.assertRegex("2026-11-21T20:00:33.516217Z", smoke.RFC3339_UTC)
+        self.assertNotRegex("2026-11-21T20:00:33+00:00", smoke.RFC3339_UTC)
+        self.assertTrue(smoke.is_int(5))
+        self.assertFalse(smoke.is_int(True))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,24 @@ pub struct FileConfig {
     pub webhook_retry_interval: Option<u64>,
     pub webhook_max_age: Option<u64>,
     pub max_body_bytes: Option<usize>,
+    /// Subproviders and card products; the built-in sandbox catalog when absent.
+    pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
+    pub sandbox: Option<SandboxFileConfig>,
+    pub order_workers: Option<usize>,
+}
+
+/// Latency and failure injection of the sandbox provider, for demos and drills.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFileConfig {
+    #[serde(default)]
+    pub latency_ms: u64,
+    #[serde(default)]
+    pub reject_card_create: bool,
+    #[serde(default)]
+    pub reject_topup: bool,
+    #[serde(default)]
+    pub transient_failures: u32,
 }
 
 pub fn load_file(global: &GlobalArgs) -> anyhow::Result<FileConfig> {
@@ -195,6 +213,31 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
             bail!("max_body_bytes must be between 1 KiB and 16 MiB");
         }
         config.max_body_bytes = bytes;
+    }
+    if let Some(catalog) = &file.catalog {
+        let catalog = issuing_domain::catalog::Catalog::from_config(catalog)
+            .map_err(|e| anyhow::anyhow!("catalog in the config file: {e}"))?;
+        for warning in catalog.warnings() {
+            tracing::warn!("catalog: {warning}");
+        }
+        config.catalog = std::sync::Arc::new(catalog);
+    }
+    if let Some(s) = &file.sandbox {
+        if s.latency_ms > 60_000 {
+            bail!("sandbox.latency_ms must be at most 60000");
+        }
+        config.sandbox = issuing_server::provider::sandbox::SandboxConfig {
+            latency: Duration::from_millis(s.latency_ms),
+            reject_card_create: s.reject_card_create,
+            reject_topup: s.reject_topup,
+            transient_failures: s.transient_failures,
+        };
+    }
+    if let Some(n) = file.order_workers {
+        if !(1..=8).contains(&n) {
+            bail!("order_workers must be between 1 and 8");
+        }
+        config.order_workers = n;
     }
     Ok(config)
 }

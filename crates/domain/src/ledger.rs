@@ -11,6 +11,9 @@ pub enum AccountKind {
     Master,
     /// Funds loaded onto one card.
     Card,
+    /// Topups paid from the master balance whose provider call has not finished yet:
+    /// no longer the project's to spend, not yet on the card.
+    InFlight,
     /// Fees the platform earned from a project.
     FeeIncome,
     /// Contra account for confirmed on-chain deposits; its balance is minus all deposits.
@@ -24,6 +27,7 @@ impl AccountKind {
         match self {
             AccountKind::Master => "master",
             AccountKind::Card => "card",
+            AccountKind::InFlight => "in_flight",
             AccountKind::FeeIncome => "fee_income",
             AccountKind::DepositSource => "deposit_source",
             AccountKind::Network => "network",
@@ -34,6 +38,7 @@ impl AccountKind {
         [
             AccountKind::Master,
             AccountKind::Card,
+            AccountKind::InFlight,
             AccountKind::FeeIncome,
             AccountKind::DepositSource,
             AccountKind::Network,

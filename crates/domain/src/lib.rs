@@ -1,8 +1,11 @@
 //! The domain of the issuing service, free of HTTP and SQL: identifiers, time, project
-//! credentials, deposit addresses, users and the ledger's posting rules.
+//! credentials, deposit addresses, users, KYC data and cardholder states, the card
+//! catalog and the ledger's posting rules.
 
+pub mod catalog;
 pub mod credentials;
 pub mod ids;
+pub mod kyc;
 pub mod ledger;
 pub mod time;
 pub mod trc20;

@@ -1,4 +1,7 @@
+use crate::provider::sandbox::SandboxConfig;
+use issuing_domain::catalog::Catalog;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,12 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     pub webhook_retry_interval: Duration,
     pub webhook_max_age: Duration,
+    /// Subproviders and card products.
+    pub catalog: Arc<Catalog>,
+    /// Latency and failure injection of the sandbox provider.
+    pub sandbox: SandboxConfig,
+    /// Order workers per process.
+    pub order_workers: usize,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +51,9 @@ impl Default for ServerConfig {
             max_body_bytes: 256 * 1024,
             webhook_retry_interval: Duration::from_secs(60),
             webhook_max_age: Duration::from_secs(3 * 24 * 3600),
+            catalog: Arc::new(Catalog::sandbox_default()),
+            sandbox: SandboxConfig::default(),
+            order_workers: 2,
         }
     }
 }

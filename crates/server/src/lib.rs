@@ -6,9 +6,11 @@
 //! typed results or an `ApiError`; they never see ciphertext.
 
 pub mod config;
+mod flows;
 pub mod master_key;
 mod pipeline;
 pub mod projects;
+pub mod provider;
 mod routes;
 mod server;
 mod state;

@@ -1,9 +1,14 @@
+use crate::provider::sandbox::SandboxProvider;
+use crate::provider::Provider;
 use crate::state::AppState;
 use crate::{routes, workers, MasterKey, ServerConfig};
 use issuing_store::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
+
+/// Upper bound on order workers per process: each holds a database connection.
+const MAX_ORDER_WORKERS: usize = 8;
 use tokio::task::JoinSet;
 
 /// A server listening and its workers running. Dropping it does not stop it; call
@@ -24,13 +29,24 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let provider: Arc<dyn Provider> =
+        Arc::new(SandboxProvider::new(store.clone(), config.sandbox.clone()));
+    let workers = config.order_workers.clamp(1, MAX_ORDER_WORKERS);
     let state = AppState {
         store: store.clone(),
         master,
         config: Arc::new(config),
+        provider,
+        orders_wakeup: Arc::new(Notify::new()),
     };
+    for _ in 0..workers {
+        tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
+    }
+    if store.backend() == issuing_store::Backend::Postgres {
+        tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
+    }
     let app = routes::router(state);
-    let mut tasks = JoinSet::new();
     let mut http_rx = rx.clone();
     tasks.spawn(async move {
         let result = axum::serve(listener, app)

@@ -23,6 +23,7 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    url: std::sync::Arc<str>,
 }
 
 impl std::fmt::Debug for Store {
@@ -77,11 +78,20 @@ impl Store {
                     .await?
             }
         };
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            url: url.into(),
+        })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The connection URL (holds credentials: never log it unredacted).
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     pub fn pool(&self) -> &AnyPool {

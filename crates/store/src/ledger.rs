@@ -15,6 +15,7 @@ pub const CURRENCY: &str = "usdt";
 /// The accounts every project has from the start.
 const PROJECT_ACCOUNTS: &[AccountKind] = &[
     AccountKind::Master,
+    AccountKind::InFlight,
     AccountKind::FeeIncome,
     AccountKind::DepositSource,
     AccountKind::Network,
@@ -87,6 +88,25 @@ pub async fn project_balance(
     .await?
     .ok_or(StoreError::NotFound("account"))?;
     Ok(Amount::from_micros(row.try_get("balance")?))
+}
+
+/// The id and balance of a card's account.
+pub async fn card_account(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(String, Amount), StoreError> {
+    let row =
+        sqlx::query("SELECT id, balance FROM accounts WHERE project_id = $1 AND card_id = $2")
+            .bind(project_id)
+            .bind(card_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or(StoreError::NotFound("card account"))?;
+    Ok((
+        row.try_get("id")?,
+        Amount::from_micros(row.try_get("balance")?),
+    ))
 }
 
 /// What a transfer is about, for the history a project reconciles against.

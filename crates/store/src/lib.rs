@@ -6,15 +6,22 @@
 //! a state change, its ledger transfer and its outbox event always commit together.
 //! Every query on project data is scoped by `project_id`.
 
+pub mod cardholders;
+pub mod cards;
 mod db;
 mod error;
+pub mod events;
+pub mod idempotency;
 pub mod ledger;
 mod migrate;
+pub mod orders;
 pub mod projects;
 pub mod query;
 pub mod replay;
+pub mod sandbox;
 pub mod settings;
 pub mod users;
+pub mod wakeup;
 
 pub use db::{Backend, Conn, Store, Tx};
 pub use error::StoreError;

@@ -12,12 +12,20 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "foundation",
-    sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
-    postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "foundation",
+        sqlite: include_str!("../migrations/sqlite/0001_foundation.sql"),
+        postgres: include_str!("../migrations/postgres/0001_foundation.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cards",
+        sqlite: include_str!("../migrations/sqlite/0002_cards.sql"),
+        postgres: include_str!("../migrations/postgres/0002_cards.sql"),
+    },
+];
 
 /// Arbitrary constant naming this service's migration lock.
 const PG_MIGRATION_LOCK: i64 = 0x1550_1e55;

@@ -8,6 +8,7 @@ use issuing_store::Store;
 use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod cards;
 pub mod db;
 pub mod process;
 pub use db::{Backend, TestDb};

@@ -24,7 +24,17 @@ pub struct ServeProcess {
 
 impl ServeProcess {
     pub async fn start(data_dir: &std::path::Path, database_url: &str) -> ServeProcess {
+        Self::start_with(data_dir, database_url, &[]).await
+    }
+
+    /// `extra` goes before `serve` (global options such as `--config`).
+    pub async fn start_with(
+        data_dir: &std::path::Path,
+        database_url: &str,
+        extra: &[&str],
+    ) -> ServeProcess {
         let mut child = issuing()
+            .args(extra)
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--database-url")

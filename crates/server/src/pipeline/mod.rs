@@ -3,6 +3,7 @@
 
 mod envelope;
 mod extract;
+pub(crate) mod idempotency;
 mod reply;
 
 pub(crate) use envelope::envelope_layer;

@@ -1,7 +1,10 @@
 //! One file per resource. Each handler takes the caller and a typed request and returns
 //! a typed reply or an `ApiError`.
 
+mod cardholders;
+mod cards;
 mod filters;
+pub(crate) mod orders;
 mod project;
 mod system;
 mod users;
@@ -22,6 +25,20 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/users/create", post(users::create))
         .route("/users/get", post(users::get))
         .route("/users/find", post(users::find))
+        .route("/cardholders/create", post(cardholders::create))
+        .route("/cardholders/get", post(cardholders::get))
+        .route("/cardholders/find", post(cardholders::find))
+        .route("/cards/products", post(cards::products))
+        .route("/cards/create", post(cards::create))
+        .route("/cards/get", post(cards::get))
+        .route("/cards/find", post(cards::find))
+        .route("/cards/balance", post(cards::balance))
+        .route("/cards/details", post(cards::details))
+        .route("/cards/freeze", post(cards::freeze))
+        .route("/cards/unfreeze", post(cards::unfreeze))
+        .route("/cards/topup", post(cards::topup))
+        .route("/cards/withdraw", post(cards::withdraw))
+        .route("/orders/check", post(orders::check))
         .fallback(unknown_endpoint)
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -1,0 +1,96 @@
+//! Helpers for card tests: KYC data, cardholders, issuing and waiting for orders.
+
+use super::TestServer;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub fn kyc() -> Value {
+    json!({
+        "first_name": "Ada",
+        "last_name": "Lovelace",
+        "birth_date": "1990-12-10",
+        "email": "ada@example.com",
+        "phone_number_full": "+447700900123",
+        "country_iso": "GB",
+        "address": {"line1": "1 Analytical Way", "city": "London", "postal_code": "N1 1AA", "country_iso": "GB"}
+    })
+}
+
+impl TestServer {
+    pub async fn cardholder(&self, external_user_id: &str, subprovider: &str) -> Value {
+        let mut body = json!({"external_user_id": external_user_id, "subprovider_code": subprovider, "kyc_data": kyc()});
+        if subprovider == "sandbox_restricted" {
+            body["product_code"] = json!("virtual_usd_restricted");
+        }
+        self.ok("cardholders/create", body).await
+    }
+
+    /// Creates a card order; returns the whole response.
+    pub async fn create_card(
+        &self,
+        external_user_id: &str,
+        product: &str,
+        key: &str,
+    ) -> (u16, Value) {
+        self.call(
+            "cards/create",
+            json!({"external_user_id": external_user_id, "product_code": product, "idempotency_key": key}),
+        )
+        .await
+    }
+
+    /// Polls orders/check until the order is completed or failed.
+    pub async fn wait_order(&self, order_id: &str) -> Value {
+        for _ in 0..400 {
+            let v = self.ok("orders/check", json!({"order_id": order_id})).await;
+            if v["status"] == "completed" || v["status"] == "failed" {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("order {order_id} did not finish");
+    }
+
+    /// A user with an approved cardholder and an issued, active card; returns card id.
+    pub async fn active_card(&self, external_user_id: &str, product: &str) -> String {
+        let sub = if product == "virtual_usd_restricted" {
+            "sandbox_restricted"
+        } else {
+            "sandbox"
+        };
+        self.cardholder(external_user_id, sub).await;
+        let (s, v) = self
+            .create_card(
+                external_user_id,
+                product,
+                &format!("issue-{external_user_id}"),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let order = self
+            .wait_order(v["order"]["order_id"].as_str().unwrap())
+            .await;
+        assert_eq!(order["status"], "completed", "{order}");
+        v["card_id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn balance(&self) -> String {
+        self.ok("project/balance", json!({})).await["available"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    pub async fn events(&self, project_id: &str) -> Vec<issuing_store::events::EventRecord> {
+        let mut conn = self.store.conn().await.unwrap();
+        issuing_store::events::list_for_project(&mut conn, project_id, 1000)
+            .await
+            .unwrap()
+    }
+
+    pub async fn verify_ledger(&self) {
+        let mut conn = self.store.conn().await.unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+}

@@ -1,0 +1,141 @@
+//! A server killed with SIGKILL while an issue order is in flight completes that order
+//! exactly once after restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::cards::kyc;
+use common::process::ServeProcess;
+use common::{Creds, TestDb, TestServer};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn call(
+    t: &TestServer,
+    base: &str,
+    creds: &Creds,
+    path: &str,
+    mut body: Value,
+) -> (u16, Value) {
+    body["request_timestamp"] = json!(common::fresh_timestamp());
+    let sealed = issuing_envelope::seal(
+        &issuing_envelope::Key::from_secret(&creds.api_secret),
+        body.to_string().as_bytes(),
+    );
+    t.post_raw(
+        base,
+        path,
+        Some(&creds.api_key),
+        json!({"encrypted": sealed}).to_string(),
+        &creds.api_secret,
+    )
+    .await
+}
+
+both_backends!(
+    sigkill_mid_issue_completes_exactly_once,
+    |t: TestServer| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        // Slow provider calls leave a wide window to kill the server mid-call.
+        let cfg = dir.path().join("issuing.toml");
+        std::fs::write(&cfg, "[sandbox]\nlatency_ms = 1500\n").unwrap();
+        let cfg = cfg.to_str().unwrap().to_owned();
+        let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
+        let creds = Creds {
+            project_id: server.banner_value("project_id").unwrap(),
+            api_key: server.banner_value("api_key").unwrap(),
+            api_secret: server.banner_value("api_secret").unwrap(),
+            deposit_address: String::new(),
+        };
+        let (s, v) = call(
+            &t,
+            &server.base,
+            &creds,
+            "cardholders/create",
+            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let (s, v) = call(&t, &server.base, &creds, "cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "crash-1"})).await;
+        assert_eq!(s, 200, "{v}");
+        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
+        let card_id = v["card_id"].as_str().unwrap().to_owned();
+
+        // Kill as soon as a worker holds the order (it is inside the provider call).
+        let store = issuing_store::Store::connect(&db.url).await.unwrap();
+        let mut claimed = false;
+        for _ in 0..200 {
+            let row: (Option<String>,) =
+                sqlx::query_as("SELECT locked_by FROM orders WHERE id = $1")
+                    .bind(&order_id)
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap();
+            if row.0.is_some() {
+                claimed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(claimed, "the worker never claimed the order");
+        server.kill().await;
+        let (status,): (String,) = sqlx::query_as("SELECT status FROM orders WHERE id = $1")
+            .bind(&order_id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_ne!(status, "completed", "killed too late to prove anything");
+
+        let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
+        let mut order = Value::Null;
+        for _ in 0..300 {
+            let (_, v) = call(
+                &t,
+                &server.base,
+                &creds,
+                "orders/check",
+                json!({"order_id": order_id}),
+            )
+            .await;
+            if v["status"] == "completed" || v["status"] == "failed" {
+                order = v;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(order["status"], "completed", "{order}");
+        let (_, card) = call(
+            &t,
+            &server.base,
+            &creds,
+            "cards/get",
+            json!({"card_id": card_id, "external_user_id": "ada"}),
+        )
+        .await;
+        assert_eq!(card["status"], "active");
+        let (_, bal) = call(&t, &server.base, &creds, "project/balance", json!({})).await;
+        assert_eq!(
+            bal["available"], "998.00",
+            "the fee was charged exactly once"
+        );
+        server.kill().await;
+
+        let mut conn = store.conn().await.unwrap();
+        let created = issuing_store::sandbox::count_ops(&mut conn, &order_id, "create_card")
+            .await
+            .unwrap();
+        assert_eq!(created, 1, "the provider issued exactly one card");
+        let (cards,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM cards")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(cards, 1);
+        assert!(issuing_store::ledger::verify(&mut conn)
+            .await
+            .unwrap()
+            .is_empty());
+        drop(conn);
+        store.close().await;
+    }
+);

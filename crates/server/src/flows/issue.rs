@@ -1,0 +1,256 @@
+//! cards/create: checks in the order the spec lists the errors, then in one transaction
+//! charges the issue fee (and an optional initial topup), creates the card, its account,
+//! the order and the `card.created` event, and stores the idempotent response.
+
+use super::money::{self, Acct};
+use super::{kyc, required_user};
+use crate::pipeline::idempotency::IdempotencyToken;
+use crate::routes::orders::OrderView;
+use crate::state::AppState;
+use issuing_domain::ids::new_id;
+use issuing_domain::kyc::parse_kyc;
+use issuing_domain::ledger::{AccountKind, TransferKind};
+use issuing_domain::time::now_micros;
+use issuing_store::cards::CardRecord;
+use issuing_store::events::{self, NewEvent};
+use issuing_store::orders::{self, OrderRecord};
+use issuing_store::{cardholders, cards, ledger, users};
+use issuing_wire::{Amount, ApiError, ErrorSlug};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+pub(crate) struct IssueRequest {
+    #[serde(default)]
+    external_user_id: Option<String>,
+    #[serde(default)]
+    product_code: Option<String>,
+    /// Legacy name of `product_code`.
+    #[serde(default)]
+    product_id: Option<String>,
+    #[serde(default)]
+    kyc_data: Option<Value>,
+    /// Optional amount loaded onto the card once it is issued (topup rules apply).
+    #[serde(default)]
+    initial_topup: Option<Value>,
+}
+
+pub(crate) const CARD_PENDING: &str = "pending";
+
+pub(crate) async fn create(
+    state: &AppState,
+    project_id: &str,
+    req: IssueRequest,
+    token: IdempotencyToken,
+) -> Result<Value, ApiError> {
+    let external_user_id = required_user(req.external_user_id.as_deref())?.to_owned();
+    let kyc_data = match &req.kyc_data {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(parse_kyc(v)?),
+    };
+    let product_code = req
+        .product_code
+        .or(req.product_id)
+        .filter(|c| !c.trim().is_empty())
+        .ok_or_else(|| ApiError::validation("product_code is required"))?;
+    let initial_topup =
+        match &req.initial_topup {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Amount::parse_positive(v).map_err(|e| {
+                ApiError::new(ErrorSlug::InvalidAmount, format!("initial_topup: {e}"))
+            })?),
+        };
+    let product = state
+        .catalog()
+        .product(&product_code)
+        .ok_or_else(|| ApiError::new(ErrorSlug::ProductNotFound, "Card product not found"))?
+        .clone();
+
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let cardholder_missing =
+        || ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found");
+    let user = users::get_by_external_id(&mut tx, project_id, &external_user_id)
+        .await?
+        .ok_or_else(cardholder_missing)?;
+    let mut holder = cardholders::get_for_user(
+        &mut tx,
+        project_id,
+        &external_user_id,
+        &product.subprovider_code,
+    )
+    .await?
+    .ok_or_else(cardholder_missing)?;
+    match &kyc_data {
+        Some(k) => {
+            kyc::apply(state, &mut holder, k, now)?;
+            cardholders::update_kyc(&mut tx, &holder).await?;
+        }
+        None if holder.kyc_enc.is_none() => {
+            return Err(ApiError::new(
+                ErrorSlug::KycRequired,
+                "KYC data is required before issuing a card",
+            ))
+        }
+        None => {}
+    }
+    if !product.active {
+        return Err(ApiError::new(
+            ErrorSlug::ProductNotActive,
+            "Card product is not active",
+        ));
+    }
+    if !kyc::is_ready(&holder) {
+        return Err(ApiError::new(
+            ErrorSlug::CardholderNotReady,
+            format!(
+                "Cardholder is not ready for cards (registration {}, KYC {})",
+                holder.registration_status, holder.kyc_status
+            ),
+        ));
+    }
+    product.check_usable()?;
+    let topup_fee = match initial_topup {
+        Some(a) => {
+            product.check_topup_amount(a)?;
+            Some(product.topup_fee(a))
+        }
+        None => None,
+    };
+
+    let card_id = new_id();
+    let order_id = new_id();
+    let card = CardRecord {
+        id: card_id.clone(),
+        project_id: project_id.to_owned(),
+        user_id: user.id.clone(),
+        external_user_id: external_user_id.clone(),
+        cardholder_id: holder.id.clone(),
+        product_code: product.code.clone(),
+        subprovider_code: product.subprovider_code.clone(),
+        card_currency: product.card_currency.clone(),
+        status: CARD_PENDING.to_owned(),
+        label: None,
+        provider_card_id: None,
+        secrets_enc: None,
+        expiry_month: None,
+        expiry_year: None,
+        created_at: now,
+        updated_at: now,
+        issued_at: None,
+        activated_at: None,
+        frozen_at: None,
+        closed_at: None,
+    };
+    cards::insert(&mut tx, &card).await?;
+    ledger::open_account(&mut tx, project_id, AccountKind::Card, Some(&card_id), now).await?;
+
+    let balance_before = money::master_balance(&mut tx, project_id).await?;
+    let fee_income = || Acct::Project(AccountKind::FeeIncome);
+    let master = || Acct::Project(AccountKind::Master);
+    let issue_fee = product.pricing.issue_fee;
+    money::transfer(
+        &mut tx,
+        &money::Tag {
+            project_id,
+            order_id: &order_id,
+            card_id: &card_id,
+        },
+        TransferKind::CardIssueFee,
+        master(),
+        fee_income(),
+        issue_fee,
+    )
+    .await?;
+    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
+        let in_flight = Acct::Project(AccountKind::InFlight);
+        money::transfer(
+            &mut tx,
+            &money::Tag {
+                project_id,
+                order_id: &order_id,
+                card_id: &card_id,
+            },
+            TransferKind::CardTopup,
+            master(),
+            in_flight,
+            amount,
+        )
+        .await?;
+        money::transfer(
+            &mut tx,
+            &money::Tag {
+                project_id,
+                order_id: &order_id,
+                card_id: &card_id,
+            },
+            TransferKind::TopupFee,
+            master(),
+            fee_income(),
+            fee,
+        )
+        .await?;
+    }
+    let balance_after = money::master_balance(&mut tx, project_id).await?;
+
+    let mut data = json!({
+        "product_code": product.code,
+        "external_user_id": external_user_id,
+        "issue_fee": issue_fee,
+        "currency": "usdt",
+    });
+    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
+        data["initial_topup"] = json!({ "amount": amount, "fee": fee });
+    }
+    let order = OrderRecord {
+        id: order_id.clone(),
+        project_id: project_id.to_owned(),
+        order_type: "card_issue".into(),
+        status: "new".into(),
+        card_id: Some(card_id.clone()),
+        balance_before: Some(balance_before.micros()),
+        balance_after: Some(balance_after.micros()),
+        last_error: None,
+        last_error_slug: None,
+        data,
+        issue_status: Some("card_create_pending".into()),
+        topup_status: None,
+        is_issued: Some(false),
+        provider_card_status: None,
+        attempts: 0,
+        next_attempt_at: Some(now),
+        created_at: now,
+        updated_at: now,
+        completed_at: None,
+        failed_at: None,
+    };
+    orders::insert(&mut tx, &order).await?;
+    events::insert(
+        &mut tx,
+        &NewEvent {
+            project_id,
+            event_type: "card.created",
+            card_id: Some(&card_id),
+            order_id: Some(&order_id),
+            payload: &json!({
+                "card_id": card_id,
+                "order_id": order_id,
+                "product_code": product.code,
+                "status": order.status,
+            }),
+            now,
+        },
+    )
+    .await?;
+    let body = json!({
+        "success": true,
+        "card_id": card_id,
+        "status": CARD_PENDING,
+        "order": OrderView::from(order),
+    });
+    token.complete(&mut tx, &body).await?;
+    issuing_store::wakeup::announce_order(&mut tx, state.store.backend()).await?;
+    tx.commit().await.map_err(issuing_store::StoreError::from)?;
+    state.orders_wakeup.notify_one();
+    Ok(body)
+}

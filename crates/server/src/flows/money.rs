@@ -1,0 +1,65 @@
+//! Ledger moves used by the flows. Every move is a balanced transfer between two of the
+//! project's accounts, tagged with its order and card for the project's history.
+
+use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
+use issuing_store::ledger::{self, TransferMeta};
+use issuing_store::{Conn, StoreError};
+use issuing_wire::Amount;
+
+/// Which account of the project: one of its own, or a card's.
+pub(crate) enum Acct<'a> {
+    Project(AccountKind),
+    Card(&'a str),
+}
+
+async fn resolve(conn: &mut Conn, project_id: &str, acct: &Acct<'_>) -> Result<String, StoreError> {
+    match acct {
+        Acct::Project(kind) => ledger::project_account(conn, project_id, *kind).await,
+        Acct::Card(card_id) => Ok(ledger::card_account(conn, project_id, card_id).await?.0),
+    }
+}
+
+/// Whose money and why: every move is tagged with its order and card.
+#[derive(Clone, Copy)]
+pub(crate) struct Tag<'a> {
+    pub project_id: &'a str,
+    pub order_id: &'a str,
+    pub card_id: &'a str,
+}
+
+/// Moves `amount` between two accounts; a zero amount moves nothing.
+pub(crate) async fn transfer(
+    conn: &mut Conn,
+    tag: &Tag<'_>,
+    kind: TransferKind,
+    from: Acct<'_>,
+    to: Acct<'_>,
+    amount: Amount,
+) -> Result<(), StoreError> {
+    let Tag {
+        project_id,
+        order_id,
+        card_id,
+    } = *tag;
+    if amount.micros() == 0 {
+        return Ok(());
+    }
+    let from = resolve(conn, project_id, &from).await?;
+    let to = resolve(conn, project_id, &to).await?;
+    let t =
+        Transfer::simple(kind, from, to, amount).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let meta = TransferMeta {
+        project_id,
+        order_id: Some(order_id),
+        card_id: Some(card_id),
+        reference: None,
+    };
+    ledger::post(conn, &meta, &t).await.map(|_| ())
+}
+
+pub(crate) async fn master_balance(
+    conn: &mut Conn,
+    project_id: &str,
+) -> Result<Amount, StoreError> {
+    ledger::project_balance(conn, project_id, AccountKind::Master).await
+}

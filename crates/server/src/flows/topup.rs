@@ -1,0 +1,272 @@
+//! cards/topup and cards/withdraw create orders the worker finishes through the provider.
+//!
+//! Topup: the master balance pays amount + fee when the order is created; the amount
+//! waits in the project's in-flight account until the provider confirms, then lands on
+//! the card. Withdraw: the amount leaves the card into in-flight at once (so two
+//! withdraws can never both spend the same funds), then reaches the master balance when
+//! the provider confirms. A failed order moves everything back.
+
+use super::card_for_user;
+use super::money::{self, Acct};
+use crate::pipeline::idempotency::IdempotencyToken;
+use crate::routes::orders::OrderView;
+use crate::state::AppState;
+use issuing_domain::ids::new_id;
+use issuing_domain::ledger::{AccountKind, TransferKind};
+use issuing_domain::time::now_micros;
+use issuing_store::events::{self, NewEvent};
+use issuing_store::orders::{self, OrderRecord};
+use issuing_store::StoreError;
+use issuing_wire::{Amount, ApiError, ErrorSlug};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+pub(crate) struct MoveRequest {
+    #[serde(default)]
+    card_id: Option<String>,
+    #[serde(default)]
+    amount: Option<Value>,
+    #[serde(default)]
+    currency: Option<String>,
+    #[serde(default)]
+    external_user_id: Option<String>,
+}
+
+fn parse_amount(req: &MoveRequest) -> Result<Amount, ApiError> {
+    let value = req
+        .amount
+        .as_ref()
+        .ok_or_else(|| ApiError::new(ErrorSlug::InvalidAmount, "amount is required"))?;
+    Amount::parse_positive(value)
+        .map_err(|e| ApiError::new(ErrorSlug::InvalidAmount, format!("Invalid amount: {e}")))
+}
+
+/// Only USDT moves between the master balance and cards (any letter case).
+fn check_currency(req: &MoveRequest) -> Result<(), ApiError> {
+    match req.currency.as_deref() {
+        None => Ok(()),
+        Some(c) if c.trim().eq_ignore_ascii_case("usdt") => Ok(()),
+        Some(c) => Err(ApiError::new(
+            ErrorSlug::CurrencyMismatch,
+            format!("Only USDT is supported, not {c}"),
+        )),
+    }
+}
+
+pub(crate) async fn topup(
+    state: &AppState,
+    project_id: &str,
+    req: MoveRequest,
+    token: IdempotencyToken,
+) -> Result<Value, ApiError> {
+    let amount = parse_amount(&req)?;
+    check_currency(&req)?;
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let card = card_for_user(
+        &mut tx,
+        project_id,
+        req.card_id.as_deref(),
+        req.external_user_id.as_deref(),
+    )
+    .await?;
+    if card.status != "active" {
+        return Err(ApiError::new(
+            ErrorSlug::CardNotActive,
+            format!("Card is {}, not active", card.status),
+        ));
+    }
+    let product = state.catalog().product(&card.product_code).ok_or_else(|| {
+        ApiError::new(
+            ErrorSlug::InvalidPricing,
+            "The card's product is no longer configured",
+        )
+    })?;
+    product.check_usable()?;
+    product.check_topup_amount(amount)?;
+    let fee = product.topup_fee(amount);
+
+    let order_id = new_id();
+    let balance_before = money::master_balance(&mut tx, project_id).await?;
+    let master = || Acct::Project(AccountKind::Master);
+    money::transfer(
+        &mut tx,
+        &money::Tag {
+            project_id,
+            order_id: &order_id,
+            card_id: &card.id,
+        },
+        TransferKind::CardTopup,
+        master(),
+        Acct::Project(AccountKind::InFlight),
+        amount,
+    )
+    .await?;
+    money::transfer(
+        &mut tx,
+        &money::Tag {
+            project_id,
+            order_id: &order_id,
+            card_id: &card.id,
+        },
+        TransferKind::TopupFee,
+        master(),
+        Acct::Project(AccountKind::FeeIncome),
+        fee,
+    )
+    .await?;
+    let balance_after = money::master_balance(&mut tx, project_id).await?;
+    let order = new_order(
+        project_id,
+        &order_id,
+        "card_topup",
+        &card.id,
+        now,
+        balance_before,
+        balance_after,
+        json!({
+            "amount": amount,
+            "fee": fee,
+            "total": Amount::from_micros(amount.micros() + fee.micros()),
+            "currency": "usdt",
+        }),
+    );
+    orders::insert(&mut tx, &order).await?;
+    events::insert(
+        &mut tx,
+        &NewEvent {
+            project_id,
+            event_type: "card.topup",
+            card_id: Some(&card.id),
+            order_id: Some(&order_id),
+            payload: &json!({ "card_id": card.id, "order_id": order_id, "amount": amount, "status": order.status }),
+            now,
+        },
+    )
+    .await?;
+    finish(state, tx, token, order).await
+}
+
+pub(crate) async fn withdraw(
+    state: &AppState,
+    project_id: &str,
+    req: MoveRequest,
+    token: IdempotencyToken,
+) -> Result<Value, ApiError> {
+    let amount = parse_amount(&req)?;
+    check_currency(&req)?;
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let card = card_for_user(
+        &mut tx,
+        project_id,
+        req.card_id.as_deref(),
+        req.external_user_id.as_deref(),
+    )
+    .await?;
+    let subprovider = state.catalog().subprovider(&card.subprovider_code);
+    if !subprovider.is_some_and(|s| s.withdraw_supported) {
+        return Err(ApiError::new(
+            ErrorSlug::ProviderWithdrawNotSupported,
+            "Withdraw is not supported for this card's provider",
+        ));
+    }
+    if card.status != "active" && card.status != "frozen" {
+        return Err(ApiError::new(
+            ErrorSlug::CardNotActive,
+            format!(
+                "Card is {}; funds can be withdrawn from active or frozen cards",
+                card.status
+            ),
+        ));
+    }
+    let order_id = new_id();
+    let balance_before = money::master_balance(&mut tx, project_id).await?;
+    money::transfer(
+        &mut tx,
+        &money::Tag {
+            project_id,
+            order_id: &order_id,
+            card_id: &card.id,
+        },
+        TransferKind::CardWithdraw,
+        Acct::Card(&card.id),
+        Acct::Project(AccountKind::InFlight),
+        amount,
+    )
+    .await
+    .map_err(|e| match e {
+        StoreError::InsufficientFunds { .. } => ApiError::new(
+            ErrorSlug::InsufficientFunds,
+            "The card's available balance is lower than the amount",
+        ),
+        other => other.into(),
+    })?;
+    let order = new_order(
+        project_id,
+        &order_id,
+        "card_withdraw",
+        &card.id,
+        now,
+        balance_before,
+        balance_before,
+        json!({
+            "amount": amount,
+            "currency": "usdt",
+        }),
+    );
+    orders::insert(&mut tx, &order).await?;
+    finish(state, tx, token, order).await
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_order(
+    project_id: &str,
+    order_id: &str,
+    order_type: &str,
+    card_id: &str,
+    now: i64,
+    balance_before: Amount,
+    balance_after: Amount,
+    data: Value,
+) -> OrderRecord {
+    OrderRecord {
+        id: order_id.to_owned(),
+        project_id: project_id.to_owned(),
+        order_type: order_type.to_owned(),
+        status: "new".into(),
+        card_id: Some(card_id.to_owned()),
+        balance_before: Some(balance_before.micros()),
+        balance_after: Some(balance_after.micros()),
+        last_error: None,
+        last_error_slug: None,
+        data,
+        issue_status: None,
+        topup_status: (order_type == "card_topup").then(|| "new".into()),
+        is_issued: None,
+        provider_card_status: None,
+        attempts: 0,
+        next_attempt_at: Some(now),
+        created_at: now,
+        updated_at: now,
+        completed_at: None,
+        failed_at: None,
+    }
+}
+
+async fn finish(
+    state: &AppState,
+    mut tx: issuing_store::Tx,
+    token: IdempotencyToken,
+    order: OrderRecord,
+) -> Result<Value, ApiError> {
+    let mut body =
+        serde_json::to_value(OrderView::from(order)).map_err(|_| ApiError::internal())?;
+    body["success"] = json!(true);
+    token.complete(&mut tx, &body).await?;
+    issuing_store::wakeup::announce_order(&mut tx, state.store.backend()).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    state.orders_wakeup.notify_one();
+    Ok(body)
+}

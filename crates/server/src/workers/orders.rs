@@ -1,0 +1,486 @@
+//! The order worker: drives card issue, topup and withdraw orders through the provider.
+//!
+//! Orders are the job queue. A worker leases one order at a time; each step's outcome is
+//! committed before the next step starts, so a crash resumes at the step it was in, and
+//! the provider's idempotency keys (derived from the order id) make the repeated call
+//! return the first result. A crashed worker's lease expires and the order is taken up
+//! again. New orders wake the workers at once (in-process notify; PostgreSQL NOTIFY for
+//! the other processes); polling only covers retries and lost wake-ups.
+
+use crate::flows::money::{self, Acct};
+use crate::provider::{CreateCard, ProviderError};
+use crate::state::AppState;
+use issuing_domain::ids::new_id;
+use issuing_domain::ledger::{AccountKind, TransferKind};
+use issuing_domain::time::now_micros;
+use issuing_store::orders::{self, OrderRecord};
+use issuing_store::{cardholders, cards, StoreError};
+use issuing_wire::{Amount, ErrorSlug};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A lease outlives any provider call; a crashed worker's orders wait at most this long.
+const LEASE: Duration = Duration::from_secs(10);
+/// Idle workers look for due retries at least this often.
+const POLL: Duration = Duration::from_millis(500);
+/// Provider calls per order before a transient failure becomes final.
+pub(crate) const MAX_ATTEMPTS: i64 = 6;
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+    let worker_id = new_id();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        match claim(&state, &worker_id).await {
+            Ok(Some(order)) => {
+                let id = order.id.clone();
+                if let Err(e) = process(&state, order).await {
+                    // The lease expires and the order is retried from its saved step.
+                    tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not claim an order"),
+        }
+        tokio::select! {
+            _ = state.orders_wakeup.notified() => {}
+            _ = tokio::time::sleep(POLL) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn claim(state: &AppState, worker_id: &str) -> Result<Option<OrderRecord>, StoreError> {
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let order = orders::claim_next(
+        &mut tx,
+        state.store.backend(),
+        worker_id,
+        now,
+        now + micros(LEASE),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(order)
+}
+
+async fn process(state: &AppState, order: OrderRecord) -> Result<(), StoreError> {
+    match order.order_type.as_str() {
+        "card_issue" => issue(state, order).await,
+        "card_topup" => topup(state, order).await,
+        "card_withdraw" => withdraw(state, order).await,
+        other => {
+            tracing::error!(order_id = %order.id, order_type = other, "order type has no worker; parking it");
+            park(state, order).await
+        }
+    }
+}
+
+async fn save(state: &AppState, order: &OrderRecord) -> Result<(), StoreError> {
+    let mut conn = state.store.conn().await?;
+    orders::save(&mut conn, order).await
+}
+
+async fn park(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+    order.next_attempt_at = None;
+    order.updated_at = now_micros();
+    save(state, &order).await
+}
+
+fn backoff(attempts: i64) -> Duration {
+    let exp = u32::try_from(attempts.clamp(0, 16)).unwrap_or(16);
+    BACKOFF_BASE
+        .saturating_mul(2u32.saturating_pow(exp))
+        .min(BACKOFF_MAX)
+}
+
+/// What to do after a provider error: retry later, or give up with this slug.
+fn after_error(order: &mut OrderRecord, err: &ProviderError) -> Option<ErrorSlug> {
+    order.last_error = Some(err.to_string());
+    match err {
+        ProviderError::Transient(_) if order.attempts < MAX_ATTEMPTS => {
+            order.next_attempt_at = Some(now_micros() + micros(backoff(order.attempts)));
+            None
+        }
+        ProviderError::Transient(_) => Some(ErrorSlug::TopupAttemptsExceeded),
+        ProviderError::Rejected(_) => Some(ErrorSlug::ProviderError),
+    }
+}
+
+fn mark_failed(order: &mut OrderRecord, slug: ErrorSlug, now: i64) {
+    order.status = "failed".into();
+    order.last_error_slug = Some(slug.as_str().into());
+    order.failed_at = Some(now);
+    order.next_attempt_at = None;
+    order.updated_at = now;
+}
+
+fn mark_completed(order: &mut OrderRecord, now: i64) {
+    order.status = "completed".into();
+    order.completed_at = Some(now);
+    order.next_attempt_at = None;
+    order.updated_at = now;
+}
+
+fn amount_in(data: &serde_json::Value, path: &[&str]) -> Amount {
+    let mut v = data;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_str()
+        .and_then(|s| Amount::parse_decimal(s).ok())
+        .unwrap_or(Amount::ZERO)
+}
+
+async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+    let card_id = order
+        .card_id
+        .clone()
+        .ok_or(StoreError::Corrupt("issue order without card".into()))?;
+    let project_id = order.project_id.clone();
+    loop {
+        let now = now_micros();
+        match order
+            .issue_status
+            .as_deref()
+            .unwrap_or("card_create_pending")
+        {
+            "card_create_pending" => {
+                order.status = "processing".into();
+                let card = {
+                    let mut conn = state.store.conn().await?;
+                    cards::get(&mut conn, &project_id, &card_id).await?
+                }
+                .ok_or(StoreError::NotFound("card"))?;
+                let holder_name = {
+                    let mut conn = state.store.conn().await?;
+                    cardholders::get(&mut conn, &project_id, &card.cardholder_id).await?
+                }
+                .and_then(|h| crate::flows::kyc::read(state, &h))
+                .map(|k| format!("{} {}", k.first_name, k.last_name))
+                .unwrap_or_default();
+                let result = state
+                    .provider
+                    .create_card(CreateCard {
+                        idempotency_key: &order.id,
+                        subprovider_code: &card.subprovider_code,
+                        product_code: &card.product_code,
+                        card_currency: &card.card_currency,
+                        holder_name: &holder_name,
+                    })
+                    .await;
+                match result {
+                    Ok(issued) => {
+                        let secrets = serde_json::json!({ "pan": issued.secrets.pan, "cvv": issued.secrets.cvv });
+                        let sealed = state.master.seal(secrets.to_string().as_bytes());
+                        let now = now_micros();
+                        order.issue_status = Some("card_create_done".into());
+                        order.is_issued = Some(true);
+                        order.provider_card_status = Some(issued.provider_status.clone());
+                        order.last_error = None;
+                        order.updated_at = now;
+                        let mut tx = state.store.begin().await?;
+                        cards::mark_issued(
+                            &mut tx,
+                            &project_id,
+                            &card_id,
+                            &cards::Issued {
+                                provider_card_id: &issued.provider_card_id,
+                                label: &issued.secrets.label(),
+                                secrets_enc: &sealed,
+                                expiry_month: issued.secrets.expiry_month,
+                                expiry_year: issued.secrets.expiry_year,
+                                now,
+                            },
+                        )
+                        .await?;
+                        orders::save(&mut tx, &order).await?;
+                        tx.commit().await?;
+                    }
+                    Err(e) => match after_error(&mut order, &e) {
+                        None => return save(state, &order).await,
+                        Some(slug) => return fail_issue(state, order, &card_id, slug).await,
+                    },
+                }
+            }
+            "card_create_done" => {
+                order.issue_status = Some(if order.data.get("initial_topup").is_some() {
+                    "initial_topup_pending".into()
+                } else {
+                    "initial_topup_skipped".into()
+                });
+            }
+            "initial_topup_pending" | "initial_topup_in_progress" => {
+                order.issue_status = Some("initial_topup_in_progress".into());
+                let amount = amount_in(&order.data, &["initial_topup", "amount"]);
+                let fee = amount_in(&order.data, &["initial_topup", "fee"]);
+                let provider_card_id = provider_card(state, &project_id, &card_id).await?;
+                let key = format!("{}:initial_topup", order.id);
+                match state.provider.topup(&key, &provider_card_id, amount).await {
+                    Ok(()) => {
+                        order.issue_status = Some("initial_topup_done".into());
+                        order.last_error = None;
+                        order.updated_at = now;
+                        let mut tx = state.store.begin().await?;
+                        money::transfer(
+                            &mut tx,
+                            &money::Tag {
+                                project_id: &project_id,
+                                order_id: &order.id,
+                                card_id: &card_id,
+                            },
+                            TransferKind::CardTopup,
+                            Acct::Project(AccountKind::InFlight),
+                            Acct::Card(&card_id),
+                            amount,
+                        )
+                        .await?;
+                        orders::save(&mut tx, &order).await?;
+                        tx.commit().await?;
+                    }
+                    Err(e) => match after_error(&mut order, &e) {
+                        None => return save(state, &order).await,
+                        Some(slug) => {
+                            // The card exists and keeps its issue fee; the topup is refunded.
+                            order.issue_status = Some("initial_topup_error".into());
+                            mark_failed(&mut order, slug, now);
+                            let mut tx = state.store.begin().await?;
+                            refund_topup(&mut tx, &project_id, &card_id, &order.id, amount, fee)
+                                .await?;
+                            order.balance_after =
+                                Some(money::master_balance(&mut tx, &project_id).await?.micros());
+                            orders::save(&mut tx, &order).await?;
+                            tx.commit().await?;
+                            return Ok(());
+                        }
+                    },
+                }
+            }
+            "initial_topup_skipped" | "initial_topup_done" => {
+                order.issue_status = Some("completed".into());
+                mark_completed(&mut order, now);
+                return save(state, &order).await;
+            }
+            _ => return park(state, order).await,
+        }
+    }
+}
+
+async fn provider_card(
+    state: &AppState,
+    project_id: &str,
+    card_id: &str,
+) -> Result<String, StoreError> {
+    let mut conn = state.store.conn().await?;
+    cards::get(&mut conn, project_id, card_id)
+        .await?
+        .and_then(|c| c.provider_card_id)
+        .ok_or(StoreError::NotFound("provider card"))
+}
+
+async fn refund_topup(
+    tx: &mut issuing_store::Tx,
+    project_id: &str,
+    card_id: &str,
+    order_id: &str,
+    amount: Amount,
+    fee: Amount,
+) -> Result<(), StoreError> {
+    let master = || Acct::Project(AccountKind::Master);
+    money::transfer(
+        tx,
+        &money::Tag {
+            project_id,
+            order_id,
+            card_id,
+        },
+        TransferKind::Refund,
+        Acct::Project(AccountKind::InFlight),
+        master(),
+        amount,
+    )
+    .await?;
+    money::transfer(
+        tx,
+        &money::Tag {
+            project_id,
+            order_id,
+            card_id,
+        },
+        TransferKind::Refund,
+        Acct::Project(AccountKind::FeeIncome),
+        master(),
+        fee,
+    )
+    .await
+}
+
+/// A card that could not be issued: the order fails, the fee (and any initial topup)
+/// goes back to the master balance, the card is marked failed.
+async fn fail_issue(
+    state: &AppState,
+    mut order: OrderRecord,
+    card_id: &str,
+    slug: ErrorSlug,
+) -> Result<(), StoreError> {
+    let now = now_micros();
+    let project_id = order.project_id.clone();
+    order.issue_status = Some("card_create_error".into());
+    order.is_issued = Some(false);
+    mark_failed(&mut order, slug, now);
+    let mut tx = state.store.begin().await?;
+    let issue_fee = amount_in(&order.data, &["issue_fee"]);
+    money::transfer(
+        &mut tx,
+        &money::Tag {
+            project_id: &project_id,
+            order_id: &order.id,
+            card_id,
+        },
+        TransferKind::Refund,
+        Acct::Project(AccountKind::FeeIncome),
+        Acct::Project(AccountKind::Master),
+        issue_fee,
+    )
+    .await?;
+    if order.data.get("initial_topup").is_some() {
+        let amount = amount_in(&order.data, &["initial_topup", "amount"]);
+        let fee = amount_in(&order.data, &["initial_topup", "fee"]);
+        refund_topup(&mut tx, &project_id, card_id, &order.id, amount, fee).await?;
+    }
+    cards::transition(
+        &mut tx,
+        &project_id,
+        card_id,
+        crate::flows::issue::CARD_PENDING,
+        "failed",
+        None,
+        now,
+    )
+    .await?;
+    order.balance_after = Some(money::master_balance(&mut tx, &project_id).await?.micros());
+    orders::save(&mut tx, &order).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn topup(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+    let card_id = order
+        .card_id
+        .clone()
+        .ok_or(StoreError::Corrupt("topup order without card".into()))?;
+    let project_id = order.project_id.clone();
+    let amount = amount_in(&order.data, &["amount"]);
+    let fee = amount_in(&order.data, &["fee"]);
+    order.status = "processing".into();
+    order.topup_status = Some("provider_in_progress".into());
+    let provider_card_id = provider_card(state, &project_id, &card_id).await?;
+    let result = state
+        .provider
+        .topup(&order.id, &provider_card_id, amount)
+        .await;
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    match result {
+        Ok(()) => {
+            money::transfer(
+                &mut tx,
+                &money::Tag {
+                    project_id: &project_id,
+                    order_id: &order.id,
+                    card_id: &card_id,
+                },
+                TransferKind::CardTopup,
+                Acct::Project(AccountKind::InFlight),
+                Acct::Card(&card_id),
+                amount,
+            )
+            .await?;
+            order.topup_status = Some("completed".into());
+            order.last_error = None;
+            mark_completed(&mut order, now);
+        }
+        Err(e) => match after_error(&mut order, &e) {
+            None => order.topup_status = Some("provider_in_progress_error".into()),
+            Some(slug) => {
+                refund_topup(&mut tx, &project_id, &card_id, &order.id, amount, fee).await?;
+                order.topup_status = Some("failed".into());
+                mark_failed(&mut order, slug, now);
+                order.balance_after =
+                    Some(money::master_balance(&mut tx, &project_id).await?.micros());
+            }
+        },
+    }
+    order.updated_at = now;
+    orders::save(&mut tx, &order).await?;
+    Ok(tx.commit().await?)
+}
+
+async fn withdraw(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+    let card_id = order
+        .card_id
+        .clone()
+        .ok_or(StoreError::Corrupt("withdraw order without card".into()))?;
+    let project_id = order.project_id.clone();
+    let amount = amount_in(&order.data, &["amount"]);
+    order.status = "processing".into();
+    let provider_card_id = provider_card(state, &project_id, &card_id).await?;
+    let result = state
+        .provider
+        .withdraw(&order.id, &provider_card_id, amount)
+        .await;
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let in_flight = || Acct::Project(AccountKind::InFlight);
+    match result {
+        Ok(()) => {
+            money::transfer(
+                &mut tx,
+                &money::Tag {
+                    project_id: &project_id,
+                    order_id: &order.id,
+                    card_id: &card_id,
+                },
+                TransferKind::CardWithdraw,
+                in_flight(),
+                Acct::Project(AccountKind::Master),
+                amount,
+            )
+            .await?;
+            mark_completed(&mut order, now);
+        }
+        Err(e) => match after_error(&mut order, &e) {
+            None => {}
+            Some(slug) => {
+                // The funds never left the provider: they go back onto the card.
+                money::transfer(
+                    &mut tx,
+                    &money::Tag {
+                        project_id: &project_id,
+                        order_id: &order.id,
+                        card_id: &card_id,
+                    },
+                    TransferKind::Refund,
+                    in_flight(),
+                    Acct::Card(&card_id),
+                    amount,
+                )
+                .await?;
+                mark_failed(&mut order, slug, now);
+            }
+        },
+    }
+    order.balance_after = Some(money::master_balance(&mut tx, &project_id).await?.micros());
+    order.updated_at = now;
+    orders::save(&mut tx, &order).await?;
+    Ok(tx.commit().await?)
+}

@@ -1,0 +1,225 @@
+//! Cards. Sensitive data (PAN, CVV) is stored only sealed under the master key.
+
+use crate::query::Filter;
+use crate::{Backend, Conn, StoreError};
+use issuing_wire::PageRequest;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct CardRecord {
+    pub id: String,
+    pub project_id: String,
+    pub user_id: String,
+    pub external_user_id: String,
+    pub cardholder_id: String,
+    pub product_code: String,
+    pub subprovider_code: String,
+    pub card_currency: String,
+    pub status: String,
+    pub label: Option<String>,
+    pub provider_card_id: Option<String>,
+    pub secrets_enc: Option<String>,
+    pub expiry_month: Option<i64>,
+    pub expiry_year: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub issued_at: Option<i64>,
+    pub activated_at: Option<i64>,
+    pub frozen_at: Option<i64>,
+    pub closed_at: Option<i64>,
+}
+
+impl std::fmt::Debug for CardRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CardRecord")
+            .field("id", &self.id)
+            .field("project_id", &self.project_id)
+            .field("status", &self.status)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+pub const SORT_KEYS: &[&str] = &[
+    "card_id",
+    "user_id",
+    "status",
+    "product_code",
+    "created_at",
+    "updated_at",
+    "issued_at",
+    "activated_at",
+    "frozen_at",
+    "closed_at",
+];
+
+#[derive(Debug, Default, Clone)]
+pub struct CardFilter {
+    pub card_ids: Vec<String>,
+    pub external_user_ids: Vec<String>,
+    pub user_ids: Vec<String>,
+    pub statuses: Vec<String>,
+    pub product_codes: Vec<String>,
+}
+
+fn from_row(r: &AnyRow) -> Result<CardRecord, sqlx::Error> {
+    Ok(CardRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        user_id: r.try_get("user_id")?,
+        external_user_id: r.try_get("external_user_id")?,
+        cardholder_id: r.try_get("cardholder_id")?,
+        product_code: r.try_get("product_code")?,
+        subprovider_code: r.try_get("subprovider_code")?,
+        card_currency: r.try_get("card_currency")?,
+        status: r.try_get("status")?,
+        label: r.try_get("label")?,
+        provider_card_id: r.try_get("provider_card_id")?,
+        secrets_enc: r.try_get("secrets_enc")?,
+        expiry_month: r.try_get("expiry_month")?,
+        expiry_year: r.try_get("expiry_year")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        issued_at: r.try_get("issued_at")?,
+        activated_at: r.try_get("activated_at")?,
+        frozen_at: r.try_get("frozen_at")?,
+        closed_at: r.try_get("closed_at")?,
+    })
+}
+
+pub async fn insert(conn: &mut Conn, c: &CardRecord) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO cards (id, project_id, user_id, external_user_id, cardholder_id, product_code, \
+         subprovider_code, card_currency, status, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&c.id)
+    .bind(&c.project_id)
+    .bind(&c.user_id)
+    .bind(&c.external_user_id)
+    .bind(&c.cardholder_id)
+    .bind(&c.product_code)
+    .bind(&c.subprovider_code)
+    .bind(&c.card_currency)
+    .bind(&c.status)
+    .bind(c.created_at)
+    .bind(c.updated_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<CardRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM cards WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(row.as_ref().map(from_row).transpose()?)
+}
+
+/// Records the provider's card on the issue order's success.
+pub struct Issued<'a> {
+    pub provider_card_id: &'a str,
+    pub label: &'a str,
+    pub secrets_enc: &'a str,
+    pub expiry_month: i64,
+    pub expiry_year: i64,
+    pub now: i64,
+}
+
+pub async fn mark_issued(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    i: &Issued<'_>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE cards SET status = 'active', provider_card_id = $1, label = $2, secrets_enc = $3, \
+         expiry_month = $4, expiry_year = $5, issued_at = $6, activated_at = $6, updated_at = $6 \
+         WHERE project_id = $7 AND id = $8",
+    )
+    .bind(i.provider_card_id)
+    .bind(i.label)
+    .bind(i.secrets_enc)
+    .bind(i.expiry_month)
+    .bind(i.expiry_year)
+    .bind(i.now)
+    .bind(project_id)
+    .bind(card_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Moves a card from `from` to `to` only if it is still in `from`; false when another
+/// request changed it first. `stamp_column` records when (frozen_at, …).
+pub async fn transition(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    from: &str,
+    to: &str,
+    stamp_column: Option<&'static str>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let stamp = stamp_column
+        .map(|c| format!(", {c} = $1"))
+        .unwrap_or_default();
+    let sql = format!(
+        "UPDATE cards SET status = $2, updated_at = $1{stamp} WHERE project_id = $3 AND id = $4 AND status = $5"
+    );
+    let done = sqlx::query(&sql)
+        .bind(now)
+        .bind(to)
+        .bind(project_id)
+        .bind(card_id)
+        .bind(from)
+        .execute(&mut *conn)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub async fn find(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    filter: &CardFilter,
+    page: &PageRequest,
+) -> Result<(Vec<CardRecord>, i64), StoreError> {
+    let mut f = Filter::for_project("project_id", project_id);
+    f.texts("id", &filter.card_ids);
+    f.texts("external_user_id", &filter.external_user_ids);
+    f.texts("user_id", &filter.user_ids);
+    f.texts("status", &filter.statuses);
+    f.texts("product_code", &filter.product_codes);
+    let where_sql = f.where_sql();
+    let count_sql = format!("SELECT COUNT(*) AS n FROM cards{where_sql}");
+    let total: i64 = f
+        .bind(&count_sql)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    let (column, is_text) = match page.sort_by {
+        "card_id" => ("id", true),
+        "user_id" => ("user_id", true),
+        "status" => ("status", true),
+        "product_code" => ("product_code", true),
+        "updated_at" => ("updated_at", false),
+        "issued_at" => ("issued_at", false),
+        "activated_at" => ("activated_at", false),
+        "frozen_at" => ("frozen_at", false),
+        "closed_at" => ("closed_at", false),
+        _ => ("created_at", false),
+    };
+    let page_sql = f.page_sql(backend, column, is_text, "id", page);
+    let sql = format!("SELECT * FROM cards{where_sql}{page_sql}");
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
+}

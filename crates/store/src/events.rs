@@ -1,0 +1,73 @@
+//! The outbox. Events are written in the same transaction as the state change they
+//! report, so an event exists exactly when its change committed; delivery reads them
+//! later.
+
+use crate::{Conn, StoreError};
+use issuing_domain::ids::new_id;
+use sqlx::Row;
+
+pub struct NewEvent<'a> {
+    pub project_id: &'a str,
+    pub event_type: &'a str,
+    pub card_id: Option<&'a str>,
+    pub order_id: Option<&'a str>,
+    /// The event's `data` (or the whole typed body for typed events).
+    pub payload: &'a serde_json::Value,
+    pub now: i64,
+}
+
+pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreError> {
+    let id = new_id();
+    sqlx::query(
+        "INSERT INTO events (id, project_id, event_type, card_id, order_id, payload, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&id)
+    .bind(e.project_id)
+    .bind(e.event_type)
+    .bind(e.card_id)
+    .bind(e.order_id)
+    .bind(e.payload.to_string())
+    .bind(e.now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(id)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub id: String,
+    pub event_type: String,
+    pub card_id: Option<String>,
+    pub order_id: Option<String>,
+    pub payload: serde_json::Value,
+    pub created_at: i64,
+}
+
+/// A project's events, oldest first (bounded by `limit`).
+pub async fn list_for_project(
+    conn: &mut Conn,
+    project_id: &str,
+    limit: i64,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let rows =
+        sqlx::query("SELECT * FROM events WHERE project_id = $1 ORDER BY created_at, id LIMIT $2")
+            .bind(project_id)
+            .bind(limit)
+            .fetch_all(&mut *conn)
+            .await?;
+    rows.iter()
+        .map(|r| {
+            let payload: String = r.try_get("payload")?;
+            Ok(EventRecord {
+                id: r.try_get("id")?,
+                event_type: r.try_get("event_type")?,
+                card_id: r.try_get("card_id")?,
+                order_id: r.try_get("order_id")?,
+                payload: serde_json::from_str(&payload)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect()
+}

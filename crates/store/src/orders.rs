@@ -1,0 +1,210 @@
+//! Orders: the unified record of every asynchronous or state-changing operation, and
+//! also the job queue the order worker drains (`next_attempt_at`, leases).
+
+use crate::query::Filter;
+use crate::{Backend, Conn, StoreError};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderRecord {
+    pub id: String,
+    pub project_id: String,
+    pub order_type: String,
+    pub status: String,
+    pub card_id: Option<String>,
+    pub balance_before: Option<i64>,
+    pub balance_after: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_error_slug: Option<String>,
+    pub data: serde_json::Value,
+    pub issue_status: Option<String>,
+    pub topup_status: Option<String>,
+    pub is_issued: Option<bool>,
+    pub provider_card_status: Option<String>,
+    pub attempts: i64,
+    /// When the worker should next run this order; None once it needs no more work.
+    pub next_attempt_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+    pub failed_at: Option<i64>,
+}
+
+fn from_row(r: &AnyRow) -> Result<OrderRecord, StoreError> {
+    let data: String = r.try_get("data")?;
+    let is_issued: Option<i64> = r.try_get("is_issued")?;
+    Ok(OrderRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        order_type: r.try_get("order_type")?,
+        status: r.try_get("status")?,
+        card_id: r.try_get("card_id")?,
+        balance_before: r.try_get("balance_before")?,
+        balance_after: r.try_get("balance_after")?,
+        last_error: r.try_get("last_error")?,
+        last_error_slug: r.try_get("last_error_slug")?,
+        data: serde_json::from_str(&data)
+            .map_err(|e| StoreError::Corrupt(format!("order data: {e}")))?,
+        issue_status: r.try_get("issue_status")?,
+        topup_status: r.try_get("topup_status")?,
+        is_issued: is_issued.map(|v| v != 0),
+        provider_card_status: r.try_get("provider_card_status")?,
+        attempts: r.try_get("attempts")?,
+        next_attempt_at: r.try_get("next_attempt_at")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        completed_at: r.try_get("completed_at")?,
+        failed_at: r.try_get("failed_at")?,
+    })
+}
+
+pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO orders (id, project_id, order_type, status, card_id, balance_before, balance_after, \
+         last_error, last_error_slug, data, issue_status, topup_status, is_issued, provider_card_status, \
+         attempts, next_attempt_at, created_at, updated_at, completed_at, failed_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)",
+    )
+    .bind(&o.id)
+    .bind(&o.project_id)
+    .bind(&o.order_type)
+    .bind(&o.status)
+    .bind(&o.card_id)
+    .bind(o.balance_before)
+    .bind(o.balance_after)
+    .bind(&o.last_error)
+    .bind(&o.last_error_slug)
+    .bind(o.data.to_string())
+    .bind(&o.issue_status)
+    .bind(&o.topup_status)
+    .bind(o.is_issued.map(i64::from))
+    .bind(&o.provider_card_status)
+    .bind(o.attempts)
+    .bind(o.next_attempt_at)
+    .bind(o.created_at)
+    .bind(o.updated_at)
+    .bind(o.completed_at)
+    .bind(o.failed_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
+/// Writes every mutable field of the order and releases the worker's lease.
+pub async fn save(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, last_error_slug = $4, \
+         data = $5, issue_status = $6, topup_status = $7, is_issued = $8, provider_card_status = $9, \
+         attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
+         locked_until = NULL, locked_by = NULL WHERE id = $15 AND project_id = $16",
+    )
+    .bind(&o.status)
+    .bind(o.balance_after)
+    .bind(&o.last_error)
+    .bind(&o.last_error_slug)
+    .bind(o.data.to_string())
+    .bind(&o.issue_status)
+    .bind(&o.topup_status)
+    .bind(o.is_issued.map(i64::from))
+    .bind(&o.provider_card_status)
+    .bind(o.attempts)
+    .bind(o.next_attempt_at)
+    .bind(o.updated_at)
+    .bind(o.completed_at)
+    .bind(o.failed_at)
+    .bind(&o.id)
+    .bind(&o.project_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<OrderRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM orders WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Takes the lease on the next runnable order: due, and not leased by a live worker.
+/// On PostgreSQL `SKIP LOCKED` lets workers of several processes claim different orders
+/// at once; SQLite serialises claims under its write lock. A crashed worker's lease
+/// simply expires and the order is claimed again.
+pub async fn claim_next(
+    conn: &mut Conn,
+    backend: Backend,
+    worker_id: &str,
+    now: i64,
+    lease_until: i64,
+) -> Result<Option<OrderRecord>, StoreError> {
+    let lock = match backend {
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let sql = format!(
+        "UPDATE orders SET locked_until = $1, locked_by = $2, attempts = attempts + 1 WHERE id = \
+         (SELECT id FROM orders WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $3 \
+          AND (locked_until IS NULL OR locked_until < $3) ORDER BY next_attempt_at, id LIMIT 1{lock}) \
+         RETURNING *"
+    );
+    let row = sqlx::query(&sql)
+        .bind(lease_until)
+        .bind(worker_id)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Hands a claimed order back without changes (shutdown while working on it).
+pub async fn release(conn: &mut Conn, id: &str, worker_id: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE orders SET locked_until = NULL, locked_by = NULL WHERE id = $1 AND locked_by = $2",
+    )
+    .bind(id)
+    .bind(worker_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The earliest time any order is due, so an idle worker knows how long it may sleep.
+pub async fn next_due(conn: &mut Conn) -> Result<Option<i64>, StoreError> {
+    let row = sqlx::query(
+        "SELECT MIN(next_attempt_at) AS due FROM orders WHERE next_attempt_at IS NOT NULL",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get::<Option<i64>, _>("due")?)
+}
+
+/// Orders of one card, newest first (bounded).
+pub async fn for_card(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    card_id: &str,
+    limit: i64,
+) -> Result<Vec<OrderRecord>, StoreError> {
+    let mut f = Filter::for_project("project_id", project_id);
+    f.eq("card_id", crate::query::Arg::Text(card_id.to_owned()));
+    let page = issuing_wire::PageRequest {
+        skip: 0,
+        limit,
+        sort_by: "created_at",
+        sort_dir: issuing_wire::SortDir::Desc,
+    };
+    let where_sql = f.where_sql();
+    let page_sql = f.page_sql(backend, "created_at", false, "id", &page);
+    let sql = format!("SELECT * FROM orders{where_sql}{page_sql}");
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    rows.iter().map(from_row).collect()
+}
