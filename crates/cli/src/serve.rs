@@ -1,6 +1,5 @@
 use crate::settings::{self, GlobalArgs, ServerArgs};
 use issuing_server::{projects, Mode};
-use issuing_store::ledger;
 use issuing_wire::Amount;
 use std::process::ExitCode;
 
@@ -23,26 +22,18 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         "starting"
     );
 
-    if let Some(creds) = projects::ensure_demo_project(&store, &master).await? {
-        if config.mode == Mode::Sandbox {
-            let mut tx = store.begin().await?;
-            ledger::deposit(
-                &mut tx,
-                &creds.project_id,
-                DEMO_CREDIT,
-                Some("sandbox-demo-credit"),
-            )
-            .await?;
-            tx.commit().await?;
-        }
+    // Production deployments create their projects with `issuing admin project create`.
+    let demo = match config.mode {
+        Mode::Sandbox => projects::ensure_demo_project(&store, &master, DEMO_CREDIT).await?,
+        Mode::Production => None,
+    };
+    if let Some(creds) = demo {
         println!("Demo project created. The API secret is shown only this once:");
         println!("  project_id:      {}", creds.project_id);
         println!("  api_key:         {}", creds.api_key);
         println!("  api_secret:      {}", creds.api_secret);
         println!("  deposit_address: {}", creds.deposit_address);
-        if config.mode == Mode::Sandbox {
-            println!("  balance:         {DEMO_CREDIT} USDT (sandbox credit)");
-        }
+        println!("  balance:         {DEMO_CREDIT} USDT (sandbox credit)");
     }
 
     let server = issuing_server::start(store.clone(), master, config).await?;

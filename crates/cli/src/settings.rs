@@ -132,12 +132,37 @@ fn load_master_key(data_dir: &Path) -> anyhow::Result<MasterKey> {
         Ok(text) => MasterKey::from_base64(&text).with_context(|| format!("{}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = MasterKey::generate();
-            write_private(&path, &key.to_base64())?;
-            tracing::info!(path = %path.display(), "generated a new master key");
-            Ok(key)
+            match write_private(&path, &key.to_base64()) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "generated a new master key");
+                    Ok(key)
+                }
+                // Another process created it first; use theirs (it may still be writing).
+                Err(e)
+                    if e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists) =>
+                {
+                    read_when_complete(&path)
+                }
+                Err(e) => Err(e),
+            }
         }
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
+}
+
+fn read_when_complete(path: &Path) -> anyhow::Result<MasterKey> {
+    // The writer syncs a 44-byte file; a short bounded wait covers the gap.
+    for _ in 0..50 {
+        if let Ok(key) = std::fs::read_to_string(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| Ok(MasterKey::from_base64(&t)?))
+        {
+            return Ok(key);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    anyhow::bail!("{} exists but holds no valid master key", path.display())
 }
 
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {

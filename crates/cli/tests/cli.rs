@@ -254,3 +254,29 @@ async fn settings_are_validated_with_clear_messages() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("master key does not match"), "{err}");
 }
+
+#[tokio::test]
+async fn production_mode_creates_no_demo_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("p.db").display());
+    let mut child = issuing()
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--database-url")
+        .arg(&url)
+        .args(["serve", "--listen", "127.0.0.1:0", "--mode", "production"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with("issuing listening on"), "{first}");
+    child.kill().await.unwrap();
+    let (code, out, _) = run_admin(dir.path(), &url, &["project", "list"]).await;
+    assert_eq!((code, out.trim()), (0, ""));
+}

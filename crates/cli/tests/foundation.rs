@@ -567,3 +567,47 @@ both_backends!(projects_are_isolated, |t: TestServer| async move {
         .await;
     assert_plain_error(s, &v, 400, "decryption_failed");
 });
+
+both_backends!(wrong_method_and_date_bounds, |t: TestServer| async move {
+    // A GET with a valid envelope is refused with the standard error object.
+    let sealed = sealed_with(
+        &t.creds.api_secret,
+        &json!({"request_timestamp": fresh_timestamp()}),
+    );
+    let resp = t
+        .http
+        .get(format!("{}/api/v2/system/health", t.base))
+        .header("API-KEY", &t.creds.api_key)
+        .header("Content-Type", "application/json")
+        .body(sealed)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 405, "{text}");
+    let outer: Value = serde_json::from_str(&text).unwrap();
+    let plain = issuing_envelope::open(
+        &Key::from_secret(&t.creds.api_secret),
+        outer["encrypted"].as_str().unwrap(),
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&plain).unwrap();
+    assert_eq!(v["error_slug"], "method_not_allowed");
+
+    // A bare date as the upper bound includes that whole day.
+    t.ok("users/create", json!({"external_user_id": "today"}))
+        .await;
+    let today = chrono_today();
+    let v = t
+        .ok(
+            "users/find",
+            json!({"created_to": today, "created_from": today}),
+        )
+        .await;
+    assert_eq!(v["total"], 1, "{v}");
+});
+
+fn chrono_today() -> String {
+    issuing_domain::time::to_rfc3339(now_micros())[..10].to_owned()
+}

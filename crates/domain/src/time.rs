@@ -37,6 +37,21 @@ pub fn parse_instant(value: &serde_json::Value) -> Option<Micros> {
     }
 }
 
+/// Like `parse_instant`, for an inclusive upper bound: a bare date means the end of that
+/// day, so `created_to: "2026-11-21"` includes everything created on the 21st.
+pub fn parse_instant_end(value: &serde_json::Value) -> Option<Micros> {
+    const DAY_MICROS: i64 = 86_400_000_000;
+    let start = parse_instant(value)?;
+    let is_bare_date = value
+        .as_str()
+        .is_some_and(|s| chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").is_ok());
+    Some(if is_bare_date {
+        start + DAY_MICROS - 1
+    } else {
+        start
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +69,10 @@ mod tests {
             Some(1_699_920_000_000_000)
         );
         assert_eq!(parse_instant(&json!("yesterday")), None);
+        assert_eq!(
+            parse_instant_end(&json!("2023-11-14")),
+            Some(1_700_006_399_999_999)
+        );
+        assert_eq!(parse_instant_end(&json!(t)), Some(t));
     }
 }

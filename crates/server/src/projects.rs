@@ -3,7 +3,8 @@
 use crate::MasterKey;
 use issuing_domain::credentials::{new_api_key, ApiSecret};
 use issuing_domain::{ids, time, trc20};
-use issuing_store::{projects, settings, Store, StoreError};
+use issuing_store::{ledger, projects, settings, Store, StoreError};
+use issuing_wire::Amount;
 use serde::Serialize;
 
 /// What an operator is shown once when a project is created. The secret is never
@@ -66,17 +67,28 @@ async fn insert_project(
 
 const DEMO_SETTING: &str = "demo_project_id";
 
-/// Creates the demo project once per database. Returns its credentials only on the run
-/// that created it; several processes starting together still create exactly one.
+/// Creates the demo project once per database, credited with `credit` in the same
+/// transaction. Returns its credentials only on the run that created it; several
+/// processes starting together still create exactly one.
 pub async fn ensure_demo_project(
     store: &Store,
     master: &MasterKey,
+    credit: Amount,
 ) -> Result<Option<NewProjectCredentials>, StoreError> {
     let mut tx = store.begin().await?;
     if settings::get(&mut tx, DEMO_SETTING).await?.is_some() {
         return Ok(None);
     }
     let creds = insert_project(&mut tx, master, "Demo project").await?;
+    if credit.micros() > 0 {
+        ledger::deposit(
+            &mut tx,
+            &creds.project_id,
+            credit,
+            Some("sandbox-demo-credit"),
+        )
+        .await?;
+    }
     if !settings::insert_if_absent(&mut tx, DEMO_SETTING, &creds.project_id).await? {
         // Another process won the race; drop ours with the transaction.
         return Ok(None);

@@ -83,6 +83,9 @@ impl Amount {
         let digits = format!("{int_part}{frac_part}");
         let digits = digits.trim_start_matches('0');
         let scale = frac_part.len() as i64 - i64::from(exponent);
+        if scale > FRACTION_DIGITS as i64 {
+            return Err(AmountError::TooPrecise);
+        }
         let trailing_zeros = digits.len() - digits.trim_end_matches('0').len();
         let significant = digits.trim_end_matches('0');
         let scale = scale - trailing_zeros as i64;
@@ -154,7 +157,8 @@ mod tests {
         assert_eq!(parse(json!(0.000001)), Ok(1));
         assert_eq!(parse(json!(100)), Ok(100_000_000));
         assert_eq!(parse(json!(".5")), Ok(500_000));
-        assert_eq!(parse(json!("1.2300000")), Ok(1_230_000));
+        assert_eq!(parse(json!("1.230000")), Ok(1_230_000));
+        assert_eq!(parse(json!("1.2300000")), Err(AmountError::TooPrecise));
     }
 
     #[test]

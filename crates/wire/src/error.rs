@@ -17,6 +17,7 @@ pub enum ErrorSlug {
     RequestTimestampOutOfWindow,
     DuplicateRequest,
     PayloadTooLarge,
+    MethodNotAllowed,
     // Request validation.
     InvalidRequest,
     ValidationError,
@@ -74,6 +75,7 @@ impl ErrorSlug {
             RequestTimestampOutOfWindow => "request_timestamp_out_of_window",
             DuplicateRequest => "duplicate_request",
             PayloadTooLarge => "payload_too_large",
+            MethodNotAllowed => "method_not_allowed",
             InvalidRequest => "invalid_request",
             ValidationError => "validation_error",
             InvalidAmount => "invalid_amount",
@@ -119,6 +121,7 @@ impl ErrorSlug {
             ApiKeyNotFound => 401,
             ApiKeyInvalid | InsufficientFunds => 403,
             PayloadTooLarge => 413,
+            MethodNotAllowed => 405,
             EncryptedPayloadMissing
             | DecryptionFailed
             | RequestTimestampMissing
@@ -166,6 +169,7 @@ impl ErrorSlug {
         ErrorSlug::RequestTimestampOutOfWindow,
         ErrorSlug::DuplicateRequest,
         ErrorSlug::PayloadTooLarge,
+        ErrorSlug::MethodNotAllowed,
         ErrorSlug::InvalidRequest,
         ErrorSlug::ValidationError,
         ErrorSlug::InvalidAmount,

@@ -41,6 +41,14 @@ fn plain(slug: ErrorSlug, message: &str) -> ApiError {
 }
 
 async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > state.config.max_body_bytes) {
+        return Err(plain(ErrorSlug::PayloadTooLarge, "Request body too large"));
+    }
     let api_key = req
         .headers()
         .get("API-KEY")

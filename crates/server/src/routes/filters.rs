@@ -1,7 +1,7 @@
 //! Request fields shared by the find endpoints: id filters given in singular and plural
 //! form, and time bounds.
 
-use issuing_domain::time::parse_instant;
+use issuing_domain::time::{parse_instant, parse_instant_end};
 use issuing_wire::ApiError;
 use serde_json::Value;
 
@@ -38,11 +38,17 @@ pub(crate) fn strings(req: &Value, singular: &str, plural: &str) -> Result<Vec<S
     Ok(out)
 }
 
-/// An optional time bound: RFC 3339, `YYYY-MM-DD` or integer microseconds.
+/// An optional time bound: RFC 3339, `YYYY-MM-DD` or integer microseconds. Upper
+/// bounds (`..._to`) given as a date include that whole day.
 pub(crate) fn instant(req: &Value, name: &str) -> Result<Option<i64>, ApiError> {
+    let parse = if name.ends_with("_to") {
+        parse_instant_end
+    } else {
+        parse_instant
+    };
     match req.get(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => parse_instant(v).map(Some).ok_or_else(|| {
+        Some(v) => parse(v).map(Some).ok_or_else(|| {
             ApiError::validation(format!(
                 "{name} must be an RFC 3339 time, a date or integer microseconds"
             ))

@@ -40,6 +40,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/cards/withdraw", post(cards::withdraw))
         .route("/orders/check", post(orders::check))
         .fallback(unknown_endpoint)
+        .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             envelope_layer,
@@ -52,6 +53,14 @@ pub(crate) fn router(state: AppState) -> Router {
             "/health",
             get(|| async { Json(serde_json::json!({"success": true, "status": "ok"})) }),
         )
+}
+
+/// Every endpoint is POST (spec: Endpoints).
+async fn wrong_method() -> HttpError {
+    HttpError(ApiError::new(
+        ErrorSlug::MethodNotAllowed,
+        "Endpoints accept POST only",
+    ))
 }
 
 async fn unknown_endpoint() -> HttpError {
