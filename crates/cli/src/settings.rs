@@ -248,8 +248,9 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
         config.catalog = std::sync::Arc::new(catalog);
     }
     if let Some(s) = &file.sandbox {
-        if s.latency_ms > 60_000 {
-            bail!("sandbox.latency_ms must be at most 60000");
+        // Below the provider call timeout, or every call would time out.
+        if s.latency_ms > 5_000 {
+            bail!("sandbox.latency_ms must be at most 5000");
         }
         config.sandbox = issuing_server::provider::sandbox::SandboxConfig {
             latency: Duration::from_millis(s.latency_ms),

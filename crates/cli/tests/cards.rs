@@ -872,3 +872,44 @@ both_backends!(
         assert_eq!(v["status"], "active");
     }
 );
+
+both_backends!(
+    workers_of_two_processes_share_orders_without_overlap,
+    |t: TestServer| async move {
+        // A second server on the same database runs its own workers.
+        let sibling = t.sibling().await;
+        t.deposit(&t.creds.project_id, 100_000_000).await;
+        let n = 16;
+        for i in 0..n {
+            t.cardholder(&format!("w{i}"), "sandbox").await;
+        }
+        let calls = (0..n).map(|i| {
+            let t = &t;
+            async move {
+                t.create_card(&format!("w{i}"), "virtual_usd", &format!("w{i}"))
+                    .await
+            }
+        });
+        let created = futures::future::join_all(calls).await;
+        let mut order_ids = Vec::new();
+        for (s, v) in &created {
+            assert_eq!(*s, 200, "{v}");
+            order_ids.push(v["order"]["order_id"].as_str().unwrap().to_owned());
+        }
+        for id in &order_ids {
+            let o = t.wait_order(id).await;
+            assert_eq!(o["status"], "completed", "{o}");
+        }
+        let mut conn = t.store.conn().await.unwrap();
+        for id in &order_ids {
+            let n = issuing_store::sandbox::count_ops(&mut conn, id, "create_card")
+                .await
+                .unwrap();
+            assert_eq!(n, 1, "order {id} reached the provider {n} times");
+        }
+        drop(conn);
+        assert_eq!(t.balance().await, format!("{}.00", 100 - 2 * n));
+        t.verify_ledger().await;
+        sibling.shutdown().await;
+    }
+);

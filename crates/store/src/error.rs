@@ -12,6 +12,8 @@ pub enum StoreError {
     NotFound(&'static str),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("the lease on order {0} was lost to another worker")]
+    LeaseLost(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
 }

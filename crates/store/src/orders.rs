@@ -92,13 +92,34 @@ pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> 
     Ok(())
 }
 
-/// Writes every mutable field of the order and releases the worker's lease.
-pub async fn save(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> {
-    sqlx::query(
+/// What happens to the worker's lease when a step is saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Keep working on the order: the lease is renewed until `until`.
+    Renew { until: i64 },
+    /// Done with it for now (finished, or a retry is scheduled).
+    Release,
+}
+
+/// Writes every mutable field of an order the worker holds. Fenced by the lease: if
+/// another worker took the order over (this one stalled past its lease), nothing is
+/// written and `LeaseLost` tells the caller to roll its transaction back, so a step is
+/// never applied twice.
+pub async fn save_step(
+    conn: &mut Conn,
+    o: &OrderRecord,
+    worker_id: &str,
+    lease: Lease,
+) -> Result<(), StoreError> {
+    let (locked_until, locked_by) = match lease {
+        Lease::Renew { until } => (Some(until), Some(worker_id)),
+        Lease::Release => (None, None),
+    };
+    let done = sqlx::query(
         "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, last_error_slug = $4, \
          data = $5, issue_status = $6, topup_status = $7, is_issued = $8, provider_card_status = $9, \
          attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
-         locked_until = NULL, locked_by = NULL WHERE id = $15 AND project_id = $16",
+         locked_until = $15, locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19",
     )
     .bind(&o.status)
     .bind(o.balance_after)
@@ -114,11 +135,18 @@ pub async fn save(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> {
     .bind(o.updated_at)
     .bind(o.completed_at)
     .bind(o.failed_at)
+    .bind(locked_until)
+    .bind(locked_by)
     .bind(&o.id)
     .bind(&o.project_id)
+    .bind(worker_id)
     .execute(&mut *conn)
     .await?;
-    Ok(())
+    if done.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost(o.id.clone()))
+    }
 }
 
 pub async fn get(

@@ -67,17 +67,19 @@ pub(crate) async fn change(
         .clone()
         .ok_or_else(|| refused(change, &card.status))?;
     let order_id = new_id();
-    state
-        .provider
-        .set_frozen(&order_id, &provider_card_id, change == Change::Freeze)
-        .await
-        .map_err(|e| {
-            tracing::warn!(card_id = %card.id, error = %e, "provider refused a status change");
-            ApiError::new(
-                ErrorSlug::ProviderError,
-                format!("Card provider error: {e}"),
-            )
-        })?;
+    crate::provider::bounded(state.provider.set_frozen(
+        &order_id,
+        &provider_card_id,
+        change == Change::Freeze,
+    ))
+    .await
+    .map_err(|e| {
+        tracing::warn!(card_id = %card.id, error = %e, "provider refused a status change");
+        ApiError::new(
+            ErrorSlug::ProviderError,
+            format!("Card provider error: {e}"),
+        )
+    })?;
 
     let now = now_micros();
     let mut tx = state.store.begin().await?;

@@ -8,6 +8,20 @@ pub mod sandbox;
 use futures::future::BoxFuture;
 use issuing_wire::Amount;
 use std::fmt;
+use std::time::Duration;
+
+/// A provider call that takes longer counts as a transient failure. Shorter than the
+/// order worker's lease, so a slow call can never let a second worker take the order.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bounds a provider call by `PROVIDER_TIMEOUT`.
+pub async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, ProviderError>>,
+) -> Result<T, ProviderError> {
+    tokio::time::timeout(PROVIDER_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| Err(ProviderError::Transient("provider call timed out".into())))
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {

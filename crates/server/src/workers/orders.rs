@@ -8,19 +8,23 @@
 //! the other processes); polling only covers retries and lost wake-ups.
 
 use crate::flows::money::{self, Acct};
-use crate::provider::{CreateCard, ProviderError};
+use crate::provider::{bounded, CreateCard, ProviderError};
 use crate::state::AppState;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
-use issuing_store::orders::{self, OrderRecord};
+use issuing_store::orders::{self, Lease, OrderRecord};
 use issuing_store::{cardholders, cards, StoreError};
 use issuing_wire::{Amount, ErrorSlug};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// A lease outlives any provider call; a crashed worker's orders wait at most this long.
-const LEASE: Duration = Duration::from_secs(10);
+/// How long a claimed order stays with its worker without a saved step; a crashed
+/// worker's orders wait at most this long. Longer than `PROVIDER_TIMEOUT`, so a live
+/// worker always saves (and renews) before its lease can run out.
+const _: () = assert!(LEASE.as_secs() > crate::provider::PROVIDER_TIMEOUT.as_secs());
+const LEASE: Duration = Duration::from_secs(15);
+
 /// Idle workers look for due retries at least this often.
 const POLL: Duration = Duration::from_millis(500);
 /// Provider calls per order before a transient failure becomes final.
@@ -41,7 +45,7 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
         match claim(&state, &worker_id).await {
             Ok(Some(order)) => {
                 let id = order.id.clone();
-                if let Err(e) = process(&state, order).await {
+                if let Err(e) = process(&state, &worker_id, order).await {
                     // The lease expires and the order is retried from its saved step.
                     tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
                 }
@@ -73,27 +77,35 @@ async fn claim(state: &AppState, worker_id: &str) -> Result<Option<OrderRecord>,
     Ok(order)
 }
 
-async fn process(state: &AppState, order: OrderRecord) -> Result<(), StoreError> {
+async fn process(state: &AppState, worker: &str, order: OrderRecord) -> Result<(), StoreError> {
     match order.order_type.as_str() {
-        "card_issue" => issue(state, order).await,
-        "card_topup" => topup(state, order).await,
-        "card_withdraw" => withdraw(state, order).await,
+        "card_issue" => issue(state, worker, order).await,
+        "card_topup" => topup(state, worker, order).await,
+        "card_withdraw" => withdraw(state, worker, order).await,
         other => {
             tracing::error!(order_id = %order.id, order_type = other, "order type has no worker; parking it");
-            park(state, order).await
+            park(state, worker, order).await
         }
     }
 }
 
-async fn save(state: &AppState, order: &OrderRecord) -> Result<(), StoreError> {
+/// Saves the order and lets go of it (finished, parked, or a retry scheduled).
+async fn save(state: &AppState, worker: &str, order: &OrderRecord) -> Result<(), StoreError> {
     let mut conn = state.store.conn().await?;
-    orders::save(&mut conn, order).await
+    orders::save_step(&mut conn, order, worker, Lease::Release).await
 }
 
-async fn park(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+/// Keeps the order for the next step.
+fn renew() -> Lease {
+    Lease::Renew {
+        until: now_micros() + micros(LEASE),
+    }
+}
+
+async fn park(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     order.next_attempt_at = None;
     order.updated_at = now_micros();
-    save(state, &order).await
+    save(state, worker, &order).await
 }
 
 fn backoff(attempts: i64) -> Duration {
@@ -141,7 +153,7 @@ fn amount_in(data: &serde_json::Value, path: &[&str]) -> Amount {
         .unwrap_or(Amount::ZERO)
 }
 
-async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()
@@ -168,16 +180,14 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
                 .and_then(|h| crate::flows::kyc::read(state, &h))
                 .map(|k| format!("{} {}", k.first_name, k.last_name))
                 .unwrap_or_default();
-                let result = state
-                    .provider
-                    .create_card(CreateCard {
-                        idempotency_key: &order.id,
-                        subprovider_code: &card.subprovider_code,
-                        product_code: &card.product_code,
-                        card_currency: &card.card_currency,
-                        holder_name: &holder_name,
-                    })
-                    .await;
+                let result = bounded(state.provider.create_card(CreateCard {
+                    idempotency_key: &order.id,
+                    subprovider_code: &card.subprovider_code,
+                    product_code: &card.product_code,
+                    card_currency: &card.card_currency,
+                    holder_name: &holder_name,
+                }))
+                .await;
                 match result {
                     Ok(issued) => {
                         let secrets = serde_json::json!({ "pan": issued.secrets.pan, "cvv": issued.secrets.cvv });
@@ -203,12 +213,14 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
                             },
                         )
                         .await?;
-                        orders::save(&mut tx, &order).await?;
+                        orders::save_step(&mut tx, &order, worker, renew()).await?;
                         tx.commit().await?;
                     }
                     Err(e) => match after_error(&mut order, &e) {
-                        None => return save(state, &order).await,
-                        Some(slug) => return fail_issue(state, order, &card_id, slug).await,
+                        None => return save(state, worker, &order).await,
+                        Some(slug) => {
+                            return fail_issue(state, worker, order, &card_id, slug).await
+                        }
                     },
                 }
             }
@@ -225,7 +237,7 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
                 let fee = amount_in(&order.data, &["initial_topup", "fee"]);
                 let provider_card_id = provider_card(state, &project_id, &card_id).await?;
                 let key = format!("{}:initial_topup", order.id);
-                match state.provider.topup(&key, &provider_card_id, amount).await {
+                match bounded(state.provider.topup(&key, &provider_card_id, amount)).await {
                     Ok(()) => {
                         order.issue_status = Some("initial_topup_done".into());
                         order.last_error = None;
@@ -244,11 +256,11 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
                             amount,
                         )
                         .await?;
-                        orders::save(&mut tx, &order).await?;
+                        orders::save_step(&mut tx, &order, worker, renew()).await?;
                         tx.commit().await?;
                     }
                     Err(e) => match after_error(&mut order, &e) {
-                        None => return save(state, &order).await,
+                        None => return save(state, worker, &order).await,
                         Some(slug) => {
                             // The card exists and keeps its issue fee; the topup is refunded.
                             order.issue_status = Some("initial_topup_error".into());
@@ -258,7 +270,7 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
                                 .await?;
                             order.balance_after =
                                 Some(money::master_balance(&mut tx, &project_id).await?.micros());
-                            orders::save(&mut tx, &order).await?;
+                            orders::save_step(&mut tx, &order, worker, Lease::Release).await?;
                             tx.commit().await?;
                             return Ok(());
                         }
@@ -268,9 +280,9 @@ async fn issue(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
             "initial_topup_skipped" | "initial_topup_done" => {
                 order.issue_status = Some("completed".into());
                 mark_completed(&mut order, now);
-                return save(state, &order).await;
+                return save(state, worker, &order).await;
             }
-            _ => return park(state, order).await,
+            _ => return park(state, worker, order).await,
         }
     }
 }
@@ -328,6 +340,7 @@ async fn refund_topup(
 /// goes back to the master balance, the card is marked failed.
 async fn fail_issue(
     state: &AppState,
+    worker: &str,
     mut order: OrderRecord,
     card_id: &str,
     slug: ErrorSlug,
@@ -368,12 +381,12 @@ async fn fail_issue(
     )
     .await?;
     order.balance_after = Some(money::master_balance(&mut tx, &project_id).await?.micros());
-    orders::save(&mut tx, &order).await?;
+    orders::save_step(&mut tx, &order, worker, Lease::Release).await?;
     tx.commit().await?;
     Ok(())
 }
 
-async fn topup(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()
@@ -384,10 +397,7 @@ async fn topup(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
     order.status = "processing".into();
     order.topup_status = Some("provider_in_progress".into());
     let provider_card_id = provider_card(state, &project_id, &card_id).await?;
-    let result = state
-        .provider
-        .topup(&order.id, &provider_card_id, amount)
-        .await;
+    let result = bounded(state.provider.topup(&order.id, &provider_card_id, amount)).await;
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     match result {
@@ -421,11 +431,15 @@ async fn topup(state: &AppState, mut order: OrderRecord) -> Result<(), StoreErro
         },
     }
     order.updated_at = now;
-    orders::save(&mut tx, &order).await?;
+    orders::save_step(&mut tx, &order, worker, Lease::Release).await?;
     Ok(tx.commit().await?)
 }
 
-async fn withdraw(state: &AppState, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn withdraw(
+    state: &AppState,
+    worker: &str,
+    mut order: OrderRecord,
+) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()
@@ -434,10 +448,12 @@ async fn withdraw(state: &AppState, mut order: OrderRecord) -> Result<(), StoreE
     let amount = amount_in(&order.data, &["amount"]);
     order.status = "processing".into();
     let provider_card_id = provider_card(state, &project_id, &card_id).await?;
-    let result = state
-        .provider
-        .withdraw(&order.id, &provider_card_id, amount)
-        .await;
+    let result = bounded(
+        state
+            .provider
+            .withdraw(&order.id, &provider_card_id, amount),
+    )
+    .await;
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     let in_flight = || Acct::Project(AccountKind::InFlight);
@@ -481,6 +497,6 @@ async fn withdraw(state: &AppState, mut order: OrderRecord) -> Result<(), StoreE
     }
     order.balance_after = Some(money::master_balance(&mut tx, &project_id).await?.micros());
     order.updated_at = now;
-    orders::save(&mut tx, &order).await?;
+    orders::save_step(&mut tx, &order, worker, Lease::Release).await?;
     Ok(tx.commit().await?)
 }
