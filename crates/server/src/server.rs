@@ -58,7 +58,7 @@ pub async fn start(
             tracing::error!(error = %e, "HTTP server stopped with an error");
         }
     });
-    tasks.spawn(workers::replay_gc::run(store, rx));
+    tasks.spawn(workers::cleanup::run(store, rx));
     tracing::info!(%addr, "listening");
     Ok(RunningServer {
         addr,
