@@ -25,24 +25,6 @@ async fn run_admin(data_dir: &std::path::Path, url: &str, args: &[&str]) -> (i32
     )
 }
 
-/// Calls the API of a child server through the harness client.
-async fn call(t: &TestServer, base: &str, creds: &Creds, path: &str, body: Value) -> (u16, Value) {
-    let mut body = body;
-    body["request_timestamp"] = json!(common::fresh_timestamp());
-    let sealed = issuing_envelope::seal(
-        &issuing_envelope::Key::from_secret(&creds.api_secret),
-        body.to_string().as_bytes(),
-    );
-    t.post_raw(
-        base,
-        path,
-        Some(&creds.api_key),
-        json!({"encrypted": sealed}).to_string(),
-        &creds.api_secret,
-    )
-    .await
-}
-
 both_backends!(
     first_run_prints_working_demo_credentials_once,
     |t: TestServer| async move {
@@ -62,16 +44,22 @@ both_backends!(
                 .expect("deposit_address printed"),
         };
         assert!(dir.path().join("master.key").exists());
-        let (s, v) = call(&t, &server.base, &creds, "project/balance", json!({})).await;
+        let (s, v) = t
+            .call_on(&server.base, &creds, "project/balance", json!({}))
+            .await;
         assert_eq!((s, v["available"].as_str()), (200, Some("1000.00")), "{v}");
-        let (_, v) = call(&t, &server.base, &creds, "project/wallet/trc20", json!({})).await;
+        let (_, v) = t
+            .call_on(&server.base, &creds, "project/wallet/trc20", json!({}))
+            .await;
         assert_eq!(v["usdt_trc20"], json!(creds.deposit_address));
         server.kill().await;
 
         // A restart creates no second demo project and the credentials keep working.
         let server = ServeProcess::start(dir.path(), &db.url).await;
         assert_eq!(server.banner_value("api_key"), None, "{:?}", server.banner);
-        let (s, _) = call(&t, &server.base, &creds, "system/health", json!({})).await;
+        let (s, _) = t
+            .call_on(&server.base, &creds, "system/health", json!({}))
+            .await;
         assert_eq!(s, 200);
         server.kill().await;
         let (code, out, _) = run_admin(dir.path(), &db.url, &["project", "list"]).await;
@@ -161,14 +149,14 @@ both_backends!(admin_commands, |t: TestServer| async move {
         api_secret: created["api_secret"].as_str().unwrap().to_owned(),
         deposit_address: String::new(),
     };
-    let (_, v) = call(
-        &t,
-        &server.base,
-        &creds,
-        "project/txs",
-        json!({"sort_dir": "asc"}),
-    )
-    .await;
+    let (_, v) = t
+        .call_on(
+            &server.base,
+            &creds,
+            "project/txs",
+            json!({"sort_dir": "asc"}),
+        )
+        .await;
     assert_eq!(v["total"], 2, "{v}");
     assert_eq!(v["items"][1]["reference"], "tx-1");
     server.kill().await;

@@ -10,28 +10,6 @@ use common::{Creds, TestDb, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-async fn call(
-    t: &TestServer,
-    base: &str,
-    creds: &Creds,
-    path: &str,
-    mut body: Value,
-) -> (u16, Value) {
-    body["request_timestamp"] = json!(common::fresh_timestamp());
-    let sealed = issuing_envelope::seal(
-        &issuing_envelope::Key::from_secret(&creds.api_secret),
-        body.to_string().as_bytes(),
-    );
-    t.post_raw(
-        base,
-        path,
-        Some(&creds.api_key),
-        json!({"encrypted": sealed}).to_string(),
-        &creds.api_secret,
-    )
-    .await
-}
-
 both_backends!(
     sigkill_mid_issue_completes_exactly_once,
     |t: TestServer| async move {
@@ -48,16 +26,14 @@ both_backends!(
             api_secret: server.banner_value("api_secret").unwrap(),
             deposit_address: String::new(),
         };
-        let (s, v) = call(
-            &t,
-            &server.base,
+        let (s, v) = t.call_on(&server.base,
             &creds,
             "cardholders/create",
             json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
         )
         .await;
         assert_eq!(s, 200, "{v}");
-        let (s, v) = call(&t, &server.base, &creds, "cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "crash-1"})).await;
+        let (s, v) = t.call_on(&server.base, &creds, "cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "crash-1"})).await;
         assert_eq!(s, 200, "{v}");
         let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
         let card_id = v["card_id"].as_str().unwrap().to_owned();
@@ -90,14 +66,14 @@ both_backends!(
         let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
         let mut order = Value::Null;
         for _ in 0..300 {
-            let (_, v) = call(
-                &t,
-                &server.base,
-                &creds,
-                "orders/check",
-                json!({"order_id": order_id}),
-            )
-            .await;
+            let (_, v) = t
+                .call_on(
+                    &server.base,
+                    &creds,
+                    "orders/check",
+                    json!({"order_id": order_id}),
+                )
+                .await;
             if v["status"] == "completed" || v["status"] == "failed" {
                 order = v;
                 break;
@@ -105,16 +81,18 @@ both_backends!(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(order["status"], "completed", "{order}");
-        let (_, card) = call(
-            &t,
-            &server.base,
-            &creds,
-            "cards/get",
-            json!({"card_id": card_id, "external_user_id": "ada"}),
-        )
-        .await;
+        let (_, card) = t
+            .call_on(
+                &server.base,
+                &creds,
+                "cards/get",
+                json!({"card_id": card_id, "external_user_id": "ada"}),
+            )
+            .await;
         assert_eq!(card["status"], "active");
-        let (_, bal) = call(&t, &server.base, &creds, "project/balance", json!({})).await;
+        let (_, bal) = t
+            .call_on(&server.base, &creds, "project/balance", json!({}))
+            .await;
         assert_eq!(
             bal["available"], "998.00",
             "the fee was charged exactly once"

@@ -1,6 +1,6 @@
 //! Cardholders: the KYC record of one user under one subprovider.
 
-use crate::query::Filter;
+use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -160,14 +160,7 @@ pub async fn find(
     f.texts("product_code", &filter.product_codes);
     f.texts("registration_status", &filter.registration_statuses);
     f.texts("kyc_status", &filter.kyc_statuses);
-    let where_sql = f.where_sql();
-    let count_sql = format!("SELECT COUNT(*) AS n FROM cardholders{where_sql}");
-    let total: i64 = f
-        .bind(&count_sql)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get("n")?;
-    let (column, is_text) = match page.sort_by {
+    let sort = match page.sort_by {
         "cardholder_id" => ("id", true),
         "user_id" => ("user_id", true),
         "subprovider_code" => ("subprovider_code", true),
@@ -179,8 +172,18 @@ pub async fn find(
         "activated_at" => ("activated_at", false),
         _ => ("created_at", false),
     };
-    let page_sql = f.page_sql(backend, column, is_text, "id", page);
-    let sql = format!("SELECT * FROM cardholders{where_sql}{page_sql}");
-    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source {
+            select: "*",
+            from: "cardholders",
+            id: "id",
+        },
+        sort,
+        page,
+    )
+    .await?;
     Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
 }

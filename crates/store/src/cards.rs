@@ -1,6 +1,6 @@
 //! Cards. Sensitive data (PAN, CVV) is stored only sealed under the master key.
 
-use crate::query::Filter;
+use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -199,14 +199,7 @@ pub async fn find(
     f.texts("user_id", &filter.user_ids);
     f.texts("status", &filter.statuses);
     f.texts("product_code", &filter.product_codes);
-    let where_sql = f.where_sql();
-    let count_sql = format!("SELECT COUNT(*) AS n FROM cards{where_sql}");
-    let total: i64 = f
-        .bind(&count_sql)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get("n")?;
-    let (column, is_text) = match page.sort_by {
+    let sort = match page.sort_by {
         "card_id" => ("id", true),
         "user_id" => ("user_id", true),
         "status" => ("status", true),
@@ -218,8 +211,18 @@ pub async fn find(
         "closed_at" => ("closed_at", false),
         _ => ("created_at", false),
     };
-    let page_sql = f.page_sql(backend, column, is_text, "id", page);
-    let sql = format!("SELECT * FROM cards{where_sql}{page_sql}");
-    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source {
+            select: "*",
+            from: "cards",
+            id: "id",
+        },
+        sort,
+        page,
+    )
+    .await?;
     Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
 }

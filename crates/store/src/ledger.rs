@@ -3,7 +3,7 @@
 //! writing an immutable entry with the balance after it, all inside the caller's
 //! transaction: either every leg lands or none does. A CHECK constraint backs the rule.
 
-use crate::query::Filter;
+use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
@@ -233,25 +233,20 @@ pub async fn master_history(
     f.texts("t.card_id", &filter.card_ids);
     f.at_least("e.created_at", filter.created_from);
     f.at_most("e.created_at", filter.created_to);
-    let from = " FROM entries e JOIN transfers t ON t.id = e.transfer_id";
-    let where_sql = f.where_sql();
-    let count_sql = format!("SELECT COUNT(*) AS n{from}{where_sql}");
-    let total: i64 = f
-        .bind(&count_sql)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get("n")?;
     let column = if page.sort_by == "amount" {
         "e.amount"
     } else {
         "e.created_at"
     };
-    let page_sql = f.page_sql(backend, column, false, "e.id", page);
-    let sql = format!(
-        "SELECT e.id AS entry_id, t.id AS transfer_id, t.kind, e.amount, e.balance_after, \
-         t.order_id, t.card_id, t.reference, e.created_at{from}{where_sql}{page_sql}"
-    );
-    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let select = "e.id AS entry_id, t.id AS transfer_id, t.kind, e.amount, e.balance_after, \
+                  t.order_id, t.card_id, t.reference, e.created_at";
+    let from = "entries e JOIN transfers t ON t.id = e.transfer_id";
+    let src = Source {
+        select,
+        from,
+        id: "e.id",
+    };
+    let (rows, total) = find_page(conn, backend, f, src, (column, false), page).await?;
     let items = rows
         .iter()
         .map(|r| {

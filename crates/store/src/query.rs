@@ -4,8 +4,9 @@
 use crate::Backend;
 use issuing_wire::PageRequest;
 use sqlx::any::AnyArguments;
+use sqlx::any::AnyRow;
 use sqlx::query::Query;
-use sqlx::Any;
+use sqlx::{Any, Row};
 
 #[derive(Debug, Clone)]
 pub enum Arg {
@@ -106,4 +107,40 @@ impl Filter {
         }
         q
     }
+}
+
+/// The rows a find reads: `select` columns `from` a table or join, with `id` breaking
+/// ties in the sort.
+pub struct Source<'a> {
+    pub select: &'a str,
+    pub from: &'a str,
+    pub id: &'a str,
+}
+
+/// Runs a find: the total count of matching rows and one page of them sorted by
+/// `sort` (column, is-text).
+pub async fn find_page(
+    conn: &mut crate::Conn,
+    backend: Backend,
+    mut f: Filter,
+    src: Source<'_>,
+    sort: (&str, bool),
+    page: &PageRequest,
+) -> Result<(Vec<AnyRow>, i64), crate::StoreError> {
+    let Source {
+        select,
+        from,
+        id: id_column,
+    } = src;
+    let where_sql = f.where_sql();
+    let count_sql = format!("SELECT COUNT(*) AS n FROM {from}{where_sql}");
+    let total: i64 = f
+        .bind(&count_sql)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    let page_sql = f.page_sql(backend, sort.0, sort.1, id_column, page);
+    let sql = format!("SELECT {select} FROM {from}{where_sql}{page_sql}");
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    Ok((rows, total))
 }

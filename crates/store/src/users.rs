@@ -1,6 +1,6 @@
 //! Users: the project's end customers, unique per (project, external_user_id).
 
-use crate::query::Filter;
+use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -77,22 +77,25 @@ pub async fn find(
     f.texts("id", &filter.user_ids);
     f.at_least("created_at", filter.created_from);
     f.at_most("created_at", filter.created_to);
-    let where_sql = f.where_sql();
-    let count_sql = format!("SELECT COUNT(*) AS n FROM users{where_sql}");
-    let total: i64 = f
-        .bind(&count_sql)
-        .fetch_one(&mut *conn)
-        .await?
-        .try_get("n")?;
-    let (column, is_text) = match page.sort_by {
+    let sort = match page.sort_by {
         "user_id" => ("id", true),
         "external_user_id" => ("external_user_id", true),
         "updated_at" => ("updated_at", false),
         _ => ("created_at", false),
     };
-    let page_sql = f.page_sql(backend, column, is_text, "id", page);
-    let sql = format!("SELECT * FROM users{where_sql}{page_sql}");
-    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source {
+            select: "*",
+            from: "users",
+            id: "id",
+        },
+        sort,
+        page,
+    )
+    .await?;
     let users = rows.iter().map(from_row).collect::<Result<_, _>>()?;
     Ok((users, total))
 }

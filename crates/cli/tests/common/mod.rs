@@ -146,7 +146,18 @@ impl TestServer {
         self.call_as(&self.creds, path, body).await
     }
 
-    pub async fn call_as(&self, creds: &Creds, path: &str, mut body: Value) -> (u16, Value) {
+    pub async fn call_as(&self, creds: &Creds, path: &str, body: Value) -> (u16, Value) {
+        self.call_on(&self.base, creds, path, body).await
+    }
+
+    /// Calls any server (a child process, a sibling) with these credentials.
+    pub async fn call_on(
+        &self,
+        base: &str,
+        creds: &Creds,
+        path: &str,
+        mut body: Value,
+    ) -> (u16, Value) {
         if body.get("request_timestamp").is_none() {
             body["request_timestamp"] = json!(fresh_timestamp());
         }
@@ -155,7 +166,7 @@ impl TestServer {
             body.to_string().as_bytes(),
         );
         self.post_raw(
-            &self.base,
+            base,
             path,
             Some(&creds.api_key),
             json!({ "encrypted": sealed }).to_string(),
