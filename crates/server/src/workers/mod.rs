@@ -1,5 +1,5 @@
 //! Background workers. Each runs until the shutdown signal and bounds its batches.
 
-pub(crate) mod orders;
 pub(crate) mod cleanup;
+pub(crate) mod orders;
 pub(crate) mod wakeup;
