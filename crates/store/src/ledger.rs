@@ -152,10 +152,17 @@ pub async fn post(
     .await
     .map_err(StoreError::from_write)?;
 
-    // A fixed lock order (by account id) keeps two concurrent transfers over the same
-    // accounts from deadlocking on PostgreSQL.
+    // One lock order for every transfer keeps concurrent transactions from deadlocking
+    // on PostgreSQL, also those that post several transfers: by account kind (the
+    // master account first, card accounts last), then by id. Sorting by id alone is not
+    // enough: ids are random within a second, so a topup (master → in-flight, then
+    // master → fees) and an issue (master → fees) could take the master and fee rows
+    // in opposite orders. With the master first, every transaction that touches it
+    // takes it before anything else, and the others only ever lock in-flight, then a card.
+    let ranks = lock_ranks(conn, meta.project_id, transfer).await?;
+    let rank = |account: &String| ranks.get(account).copied().unwrap_or(u8::MAX);
     let mut legs: Vec<_> = transfer.legs().iter().collect();
-    legs.sort_by(|a, b| a.account.cmp(&b.account));
+    legs.sort_by(|a, b| (rank(&a.account), &a.account).cmp(&(rank(&b.account), &b.account)));
     let mut balances_after = Vec::with_capacity(legs.len());
     for leg in legs {
         let row = sqlx::query(
@@ -191,6 +198,45 @@ pub async fn post(
         transfer_id,
         balances_after,
     })
+}
+
+/// Where an account kind comes in the lock order of `post`.
+fn lock_rank(kind: &str) -> u8 {
+    match AccountKind::parse(kind) {
+        Some(AccountKind::Master) => 0,
+        Some(AccountKind::InFlight) => 1,
+        Some(AccountKind::FeeIncome) => 2,
+        Some(AccountKind::DepositSource) => 3,
+        Some(AccountKind::Network) => 4,
+        Some(AccountKind::Card) => 5,
+        None => 6,
+    }
+}
+
+/// The lock rank of each account of the transfer (accounts not found are left out).
+async fn lock_ranks(
+    conn: &mut Conn,
+    project_id: &str,
+    transfer: &Transfer<String>,
+) -> Result<std::collections::HashMap<String, u8>, StoreError> {
+    let legs = transfer.legs();
+    let placeholders: Vec<String> = (0..legs.len()).map(|i| format!("${}", i + 2)).collect();
+    let sql = format!(
+        "SELECT id, kind FROM accounts WHERE project_id = $1 AND id IN ({})",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(&sql).bind(project_id);
+    for leg in legs {
+        query = query.bind(&leg.account);
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.try_get("kind")?;
+            Ok((r.try_get("id")?, lock_rank(&kind)))
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
 }
 
 /// One movement of a project's master balance, as `project/txs` shows it.

@@ -94,3 +94,70 @@ impl TestServer {
         assert!(problems.is_empty(), "{problems:?}");
     }
 }
+
+impl TestServer {
+    /// Like `call`, with extra HTTP headers (e.g. `Idempotency-Key`) on the request.
+    pub async fn call_with_headers(
+        &self,
+        path: &str,
+        mut body: Value,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        if body.get("request_timestamp").is_none() {
+            body["request_timestamp"] = json!(super::fresh_timestamp());
+        }
+        let key = issuing_envelope::Key::from_secret(&self.creds.api_secret);
+        let sealed = issuing_envelope::seal(&key, body.to_string().as_bytes());
+        let mut req = self
+            .http
+            .post(format!("{}/api/v2/{path}", self.base))
+            .header("Content-Type", "application/json")
+            .header("API-KEY", &self.creds.api_key)
+            .body(json!({ "encrypted": sealed }).to_string());
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let outer: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("non-JSON response: {text}"));
+        let value = match outer.get("encrypted").and_then(Value::as_str) {
+            Some(sealed) => {
+                let plain = issuing_envelope::open(&key, sealed).expect("open response");
+                serde_json::from_slice(&plain).unwrap()
+            }
+            None => outer,
+        };
+        (status, value)
+    }
+
+    /// cards/topup with the idempotency key in the body.
+    pub async fn topup(&self, card_id: &str, amount: Value, key: &str) -> (u16, Value) {
+        self.call(
+            "cards/topup",
+            json!({"card_id": card_id, "amount": amount, "idempotency_key": key}),
+        )
+        .await
+    }
+
+    /// cards/withdraw with the idempotency key in the body.
+    pub async fn withdraw(&self, card_id: &str, amount: Value, key: &str) -> (u16, Value) {
+        self.call(
+            "cards/withdraw",
+            json!({"card_id": card_id, "amount": amount, "idempotency_key": key}),
+        )
+        .await
+    }
+
+    /// The card's available balance (cards/balance) as its decimal string.
+    pub async fn card_balance(&self, external_user_id: &str, card_id: &str) -> String {
+        let v = self
+            .ok(
+                "cards/balance",
+                json!({"card_id": card_id, "external_user_id": external_user_id}),
+            )
+            .await;
+        v["available"].as_str().unwrap().to_owned()
+    }
+}

@@ -145,7 +145,6 @@ pub(crate) async fn create(
     cards::insert(&mut tx, &card).await?;
     ledger::open_account(&mut tx, project_id, AccountKind::Card, Some(&card_id), now).await?;
 
-    let balance_before = money::master_balance(&mut tx, project_id).await?;
     let fee_income = || Acct::Project(AccountKind::FeeIncome);
     let master = || Acct::Project(AccountKind::Master);
     let issue_fee = product.pricing.issue_fee;
@@ -191,7 +190,13 @@ pub(crate) async fn create(
         )
         .await?;
     }
+    // Read while this transaction holds the master row, and derive the balance before
+    // from what was charged: a read before the debit could see other orders' changes.
     let balance_after = money::master_balance(&mut tx, project_id).await?;
+    let charged = issue_fee.micros()
+        + initial_topup.map_or(0, Amount::micros)
+        + topup_fee.map_or(0, Amount::micros);
+    let balance_before = Amount::from_micros(balance_after.micros() + charged);
 
     let mut data = json!({
         "product_code": product.code,

@@ -88,7 +88,6 @@ pub(crate) async fn topup(
     let fee = product.topup_fee(amount);
 
     let order_id = new_id();
-    let balance_before = money::master_balance(&mut tx, project_id).await?;
     let master = || Acct::Project(AccountKind::Master);
     money::transfer(
         &mut tx,
@@ -116,7 +115,12 @@ pub(crate) async fn topup(
         fee,
     )
     .await?;
+    // Read after the debit, which holds the master row's lock until commit: a read
+    // before it could miss topups committed meanwhile on PostgreSQL, and the order
+    // would show another order's debit as its own.
     let balance_after = money::master_balance(&mut tx, project_id).await?;
+    let total = Amount::from_micros(amount.micros() + fee.micros());
+    let balance_before = Amount::from_micros(balance_after.micros() + total.micros());
     let order = new_order(
         project_id,
         &order_id,
@@ -128,7 +132,7 @@ pub(crate) async fn topup(
         json!({
             "amount": amount,
             "fee": fee,
-            "total": Amount::from_micros(amount.micros() + fee.micros()),
+            "total": total,
             "currency": "usdt",
         }),
     );

@@ -1,6 +1,19 @@
 //! The sandbox card provider: issues Luhn-valid test cards, keeps its books in the
 //! `sandbox_provider_ops` table (so retries after a crash are idempotent, as with a real
 //! provider), and injects latency and failures on request.
+//!
+//! Decline triggers, so integrators can exercise the failure paths without configuring
+//! anything (the provider answers "rejected", a final failure: the order fails with
+//! `last_error_slug` `provider_error` and its money goes back where it came from):
+//! - a topup or withdraw whose amount has the fractional part exactly `.66` (`12.66`,
+//!   `100.660000`; not `12.665` or `12.06`), i.e. `amount_micros % 1_000_000 == 660_000`;
+//! - card creation for a cardholder whose KYC `last_name` is `Decline` (case-sensitive):
+//!   the provider sees the holder name `"<first_name> <last_name>"` and declines it when
+//!   its last space-separated word is exactly `Decline` (`"Ada Decline"`, not
+//!   `"Ada Declined"` or `"Ada decline"`).
+//!
+//! The triggers apply after the injected latency and transient failures, and before the
+//! operation is recorded, so a declined call leaves no provider-side record.
 
 use super::{CardSecrets, CreateCard, IssuedCard, Provider, ProviderError};
 use futures::future::BoxFuture;
@@ -35,6 +48,25 @@ pub struct SandboxProvider {
 /// A test BIN; every sandbox PAN starts with it.
 const BIN: &str = "400000";
 const CARD_LIFETIME_YEARS: i64 = 3;
+
+/// The fractional part (in micro-units) that makes the sandbox decline a topup or withdraw.
+pub const DECLINE_FRACTION_MICROS: i64 = 660_000;
+/// The cardholder last name that makes the sandbox decline card creation.
+pub const DECLINE_LAST_NAME: &str = "Decline";
+
+/// Decline trigger for topups and withdraws: the amount ends in exactly `.66`.
+pub fn declines_amount(amount: Amount) -> bool {
+    amount.micros().rem_euclid(1_000_000) == DECLINE_FRACTION_MICROS
+}
+
+/// Decline trigger for card creation: the holder name's last word is exactly `Decline`.
+/// The provider sees the holder as `"<first name> <last name>"`.
+pub fn declines_holder(holder_name: &str) -> bool {
+    holder_name
+        .rsplit(' ')
+        .next()
+        .is_some_and(|last| last == DECLINE_LAST_NAME)
+}
 
 impl SandboxProvider {
     pub fn new(store: Store, config: SandboxConfig) -> Self {
@@ -148,6 +180,11 @@ impl Provider for SandboxProvider {
                     "sandbox: card creation rejected (injected)".into(),
                 ));
             }
+            if declines_holder(req.holder_name) {
+                return Err(ProviderError::Rejected(format!(
+                    "sandbox: card creation declined (holder last name \"{DECLINE_LAST_NAME}\")"
+                )));
+            }
             let candidate = format!("sbx_{}_{}", new_id(), now_micros());
             let provider_card_id = self
                 .record(req.idempotency_key, "create_card", &candidate, None)
@@ -202,6 +239,11 @@ impl Provider for SandboxProvider {
                     "sandbox: topup rejected (injected)".into(),
                 ));
             }
+            if declines_amount(amount) {
+                return Err(ProviderError::Rejected(format!(
+                    "sandbox: topup of {amount} declined (amounts ending in .66 are declined)"
+                )));
+            }
             self.record(key, "topup", card, Some(amount.micros()))
                 .await
                 .map(|_| ())
@@ -217,6 +259,11 @@ impl Provider for SandboxProvider {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         async move {
             self.simulate_call().await?;
+            if declines_amount(amount) {
+                return Err(ProviderError::Rejected(format!(
+                    "sandbox: withdraw of {amount} declined (amounts ending in .66 are declined)"
+                )));
+            }
             self.record(key, "withdraw", card, Some(amount.micros()))
                 .await
                 .map(|_| ())
@@ -245,8 +292,145 @@ impl Provider for SandboxProvider {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn amt(s: &str) -> Amount {
+        Amount::parse_decimal(s).unwrap()
+    }
+
+    #[test]
+    fn amounts_ending_in_66_are_declined() {
+        for a in ["12.66", "0.66", "100.660000", "5000.66", "10.66"] {
+            assert!(declines_amount(amt(a)), "{a}");
+        }
+        for a in [
+            "12.00",
+            "12.6",
+            "12.665",
+            "12.06",
+            "66.00",
+            "12.660001",
+            "12.659999",
+            "0.066",
+        ] {
+            assert!(!declines_amount(amt(a)), "{a}");
+        }
+    }
+
+    #[test]
+    fn holders_named_decline_are_declined() {
+        for n in [
+            "Ada Decline",
+            "Decline",
+            "Ada Maria Decline",
+            "Ada Van Decline",
+        ] {
+            assert!(declines_holder(n), "{n}");
+        }
+        for n in [
+            "Ada Lovelace",
+            "Decline Lovelace",
+            "Ada decline",
+            "Ada DECLINE",
+            "Ada Declined",
+            "Ada Decline ",
+            "Ada Nodecline",
+            "",
+        ] {
+            assert!(!declines_holder(n), "{n}");
+        }
+    }
+
+    /// The provider itself, over a scratch SQLite database: declines are final
+    /// (`Rejected`), record nothing, and leave other amounts and names alone.
+    #[tokio::test]
+    async fn provider_declines_by_trigger_and_records_nothing() {
+        let path = std::env::temp_dir().join(format!("issuing-sandbox-{}.db", new_id()));
+        let store = Store::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let p = SandboxProvider::new(store.clone(), SandboxConfig::default());
+        let create = |key: &'static str, holder: &'static str| CreateCard {
+            idempotency_key: key,
+            subprovider_code: "sandbox",
+            product_code: "virtual_usd",
+            card_currency: "USD",
+            holder_name: holder,
+        };
+        let declined = p.create_card(create("c1", "Ada Decline")).await;
+        assert!(
+            matches!(&declined, Err(ProviderError::Rejected(m)) if m.contains("Decline")),
+            "{declined:?}"
+        );
+        let card = p
+            .create_card(create("c2", "Ada Lovelace"))
+            .await
+            .unwrap()
+            .provider_card_id;
+
+        let topup = p.topup("t1", &card, amt("12.66")).await;
+        assert!(
+            matches!(topup, Err(ProviderError::Rejected(_))),
+            "{topup:?}"
+        );
+        p.topup("t2", &card, amt("12.65")).await.unwrap();
+        let withdraw = p.withdraw("w1", &card, amt("3.66")).await;
+        assert!(
+            matches!(withdraw, Err(ProviderError::Rejected(_))),
+            "{withdraw:?}"
+        );
+        p.withdraw("w2", &card, amt("3.67")).await.unwrap();
+        // A retry of a declined call is declined again (the trigger is deterministic).
+        assert!(p.topup("t1", &card, amt("12.66")).await.is_err());
+
+        let mut conn = store.conn().await.unwrap();
+        for (prefix, op, n) in [
+            ("c", "create_card", 1),
+            ("t", "topup", 1),
+            ("w", "withdraw", 1),
+        ] {
+            let found = sandbox::count_ops(&mut conn, prefix, op).await.unwrap();
+            assert_eq!(found, n, "{op}");
+        }
+        drop(conn);
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    /// The decline triggers sit beside the configured injection, not instead of it.
+    #[tokio::test]
+    async fn injected_failures_still_apply() {
+        let path = std::env::temp_dir().join(format!("issuing-sandbox-{}.db", new_id()));
+        let store = Store::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let p = SandboxProvider::new(
+            store.clone(),
+            SandboxConfig {
+                reject_topup: true,
+                transient_failures: 1,
+                ..Default::default()
+            },
+        );
+        let first = p.topup("k", "sbx_x_0", amt("12.00")).await;
+        assert!(
+            matches!(first, Err(ProviderError::Transient(_))),
+            "{first:?}"
+        );
+        let second = p.topup("k", "sbx_x_0", amt("12.00")).await;
+        assert!(matches!(&second, Err(ProviderError::Rejected(m)) if m.contains("injected")));
+        p.withdraw("w", "sbx_x_0", amt("12.00")).await.unwrap();
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
 
     #[test]
     fn pans_pass_luhn_and_are_stable() {
