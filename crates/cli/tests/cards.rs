@@ -913,3 +913,61 @@ both_backends!(
         sibling.shutdown().await;
     }
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_mode_never_issues_sandbox_cards() {
+    let config = ServerConfig {
+        mode: issuing_server::Mode::Production,
+        ..Default::default()
+    };
+    let t = TestServer::start_with(common::Backend::Sqlite, config)
+        .await
+        .unwrap();
+    t.deposit(&t.creds.project_id, 10_000_000).await;
+    // Production KYC is reviewed asynchronously; mark this cardholder approved directly.
+    let v = t
+        .ok(
+            "cardholders/create",
+            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
+        )
+        .await;
+    assert_eq!(v["kyc_status"], "pending");
+    sqlx::query("UPDATE cardholders SET registration_status = 'active', kyc_status = 'approved' WHERE id = $1")
+        .bind(v["cardholder_id"].as_str().unwrap())
+        .execute(t.store.pool())
+        .await
+        .unwrap();
+    let (s, v) = t.create_card("ada", "virtual_usd", "prod-1").await;
+    assert_eq!(s, 200, "{v}");
+    let order = t.wait_order(v["order"]["order_id"].as_str().unwrap()).await;
+    assert_eq!(
+        (order["status"].as_str(), order["last_error_slug"].as_str()),
+        (Some("failed"), Some("provider_error"))
+    );
+    assert_eq!(t.balance().await, "10.00", "the fee was refunded");
+}
+
+both_backends!(
+    kyc_given_on_cards_create_stands_when_the_card_is_refused,
+    |t: TestServer| async move {
+        t.ok(
+            "cardholders/create",
+            json!({"external_user_id": "ada", "subprovider_code": "sandbox"}),
+        )
+        .await;
+        // No funds: the card is refused, but the KYC submission happened first.
+        let (s, v) = t.call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "k", "kyc_data": kyc()})).await;
+        assert_eq!(
+            (s, v["error_slug"].as_str()),
+            (403, Some("insufficient_funds")),
+            "{v}"
+        );
+        let h = t
+            .ok(
+                "cardholders/get",
+                json!({"external_user_id": "ada", "subprovider_code": "sandbox"}),
+            )
+            .await;
+        assert_eq!(h["kyc_status"], "approved");
+    }
+);

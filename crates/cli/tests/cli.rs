@@ -268,3 +268,34 @@ async fn production_mode_creates_no_demo_project() {
     let (code, out, _) = run_admin(dir.path(), &url, &["project", "list"]).await;
     assert_eq!((code, out.trim()), (0, ""));
 }
+
+both_backends!(
+    in_flight_accounts_are_backfilled_for_old_projects,
+    |t: TestServer| async move {
+        // A project as migration 0002 found it: no in-flight account.
+        let old = t.new_project("old").await;
+        sqlx::query("DELETE FROM accounts WHERE project_id = $1 AND kind = 'in_flight'")
+            .bind(&old.project_id)
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM schema_migrations WHERE version = 3")
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        t.store.migrate().await.unwrap();
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM accounts WHERE kind = 'in_flight' AND card_id IS NULL AND project_id = $1")
+        .bind(&old.project_id)
+        .fetch_one(t.store.pool())
+        .await
+        .unwrap();
+        assert_eq!(n, 1);
+        // Projects that had one keep exactly one.
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM accounts WHERE kind = 'in_flight' AND card_id IS NULL AND project_id = $1")
+        .bind(&t.creds.project_id)
+        .fetch_one(t.store.pool())
+        .await
+        .unwrap();
+        assert_eq!(n, 1);
+    }
+);

@@ -1,7 +1,8 @@
 use crate::provider::sandbox::SandboxProvider;
+use crate::provider::unconfigured::UnconfiguredProvider;
 use crate::provider::Provider;
 use crate::state::AppState;
-use crate::{routes, workers, MasterKey, ServerConfig};
+use crate::{routes, workers, MasterKey, Mode, ServerConfig};
 use issuing_store::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,8 +31,15 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    let provider: Arc<dyn Provider> =
-        Arc::new(SandboxProvider::new(store.clone(), config.sandbox.clone()));
+    let provider: Arc<dyn Provider> = match config.mode {
+        Mode::Sandbox => Arc::new(SandboxProvider::new(store.clone(), config.sandbox.clone())),
+        Mode::Production => {
+            tracing::warn!(
+                "production mode has no card provider adapter: card operations will fail"
+            );
+            Arc::new(UnconfiguredProvider)
+        }
+    };
     let workers = config.order_workers.clamp(1, MAX_ORDER_WORKERS);
     let state = AppState {
         store: store.clone(),

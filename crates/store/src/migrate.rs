@@ -25,6 +25,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_cards.sql"),
         postgres: include_str!("../migrations/postgres/0002_cards.sql"),
     },
+    Migration {
+        version: 3,
+        name: "in_flight_accounts",
+        sqlite: include_str!("../migrations/sqlite/0003_in_flight_accounts.sql"),
+        postgres: include_str!("../migrations/postgres/0003_in_flight_accounts.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

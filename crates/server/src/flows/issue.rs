@@ -67,13 +67,29 @@ pub(crate) async fn create(
         .clone();
 
     let now = now_micros();
-    let mut tx = state.store.begin().await?;
     let cardholder_missing =
         || ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found");
+    // KYC data given here is submitted first, in its own transaction: it stands even if
+    // a later check refuses the card (CONTRACT §3).
+    if let Some(k) = &kyc_data {
+        let mut tx = state.store.begin().await?;
+        let mut holder = cardholders::get_for_user(
+            &mut tx,
+            project_id,
+            &external_user_id,
+            &product.subprovider_code,
+        )
+        .await?
+        .ok_or_else(cardholder_missing)?;
+        kyc::apply(state, &mut holder, k, now)?;
+        cardholders::update_kyc(&mut tx, &holder).await?;
+        tx.commit().await.map_err(issuing_store::StoreError::from)?;
+    }
+    let mut tx = state.store.begin().await?;
     let user = users::get_by_external_id(&mut tx, project_id, &external_user_id)
         .await?
         .ok_or_else(cardholder_missing)?;
-    let mut holder = cardholders::get_for_user(
+    let holder = cardholders::get_for_user(
         &mut tx,
         project_id,
         &external_user_id,
@@ -81,18 +97,11 @@ pub(crate) async fn create(
     )
     .await?
     .ok_or_else(cardholder_missing)?;
-    match &kyc_data {
-        Some(k) => {
-            kyc::apply(state, &mut holder, k, now)?;
-            cardholders::update_kyc(&mut tx, &holder).await?;
-        }
-        None if holder.kyc_enc.is_none() => {
-            return Err(ApiError::new(
-                ErrorSlug::KycRequired,
-                "KYC data is required before issuing a card",
-            ))
-        }
-        None => {}
+    if holder.kyc_enc.is_none() {
+        return Err(ApiError::new(
+            ErrorSlug::KycRequired,
+            "KYC data is required before issuing a card",
+        ));
     }
     if !product.active {
         return Err(ApiError::new(

@@ -4,6 +4,7 @@
 //! first call's result instead of a second card or a second topup.
 
 pub mod sandbox;
+pub mod unconfigured;
 
 use futures::future::BoxFuture;
 use issuing_wire::Amount;
