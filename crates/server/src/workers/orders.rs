@@ -138,6 +138,8 @@ fn mark_failed(order: &mut OrderRecord, slug: ErrorSlug, now: i64) {
 
 fn mark_completed(order: &mut OrderRecord, now: i64) {
     order.status = "completed".into();
+    // An earlier transient failure no longer describes the order.
+    order.last_error = None;
     order.completed_at = Some(now);
     order.next_attempt_at = None;
     order.updated_at = now;
