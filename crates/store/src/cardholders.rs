@@ -172,18 +172,7 @@ pub async fn find(
         "activated_at" => ("activated_at", false),
         _ => ("created_at", false),
     };
-    let (rows, total) = find_page(
-        conn,
-        backend,
-        f,
-        Source {
-            select: "*",
-            from: "cardholders",
-            id: "id",
-        },
-        sort,
-        page,
-    )
-    .await?;
+    let (rows, total) =
+        find_page(conn, backend, f, Source::table("cardholders"), sort, page).await?;
     Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
 }

@@ -211,18 +211,6 @@ pub async fn find(
         "closed_at" => ("closed_at", false),
         _ => ("created_at", false),
     };
-    let (rows, total) = find_page(
-        conn,
-        backend,
-        f,
-        Source {
-            select: "*",
-            from: "cards",
-            id: "id",
-        },
-        sort,
-        page,
-    )
-    .await?;
+    let (rows, total) = find_page(conn, backend, f, Source::table("cards"), sort, page).await?;
     Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
 }

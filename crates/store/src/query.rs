@@ -117,6 +117,17 @@ pub struct Source<'a> {
     pub id: &'a str,
 }
 
+impl<'a> Source<'a> {
+    /// Every column of one table whose key is `id`.
+    pub fn table(name: &'a str) -> Self {
+        Source {
+            select: "*",
+            from: name,
+            id: "id",
+        }
+    }
+}
+
 /// Runs a find: the total count of matching rows and one page of them sorted by
 /// `sort` (column, is-text).
 pub async fn find_page(

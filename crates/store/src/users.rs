@@ -83,19 +83,7 @@ pub async fn find(
         "updated_at" => ("updated_at", false),
         _ => ("created_at", false),
     };
-    let (rows, total) = find_page(
-        conn,
-        backend,
-        f,
-        Source {
-            select: "*",
-            from: "users",
-            id: "id",
-        },
-        sort,
-        page,
-    )
-    .await?;
+    let (rows, total) = find_page(conn, backend, f, Source::table("users"), sort, page).await?;
     let users = rows.iter().map(from_row).collect::<Result<_, _>>()?;
     Ok((users, total))
 }
