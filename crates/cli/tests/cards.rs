@@ -209,6 +209,8 @@ both_backends!(
             )
             .await;
         assert_eq!(v["total"], 2);
+        let v = t.ok("cardholders/find", json!({"product_id": "virtual_usd_restricted", "subprovider_ids": ["sandbox_restricted"]})).await;
+        assert_eq!(v["total"], 2, "legacy filter names");
         let v = t
             .ok(
                 "cardholders/find",
@@ -764,6 +766,17 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
         )
         .await;
     assert_eq!(ids(&v), std::slice::from_ref(&r));
+    let v = t
+        .ok(
+            "cards/find",
+            json!({"product_ids": ["virtual_usd_restricted"]}),
+        )
+        .await;
+    assert_eq!(
+        ids(&v),
+        std::slice::from_ref(&r),
+        "legacy product_id filter"
+    );
     let v = t
         .ok(
             "cards/find",

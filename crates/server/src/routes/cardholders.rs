@@ -220,8 +220,16 @@ pub(crate) async fn find(
         cardholder_ids: filters::strings(&req, "cardholder_id", "cardholder_ids")?,
         external_user_ids: filters::strings(&req, "external_user_id", "external_user_ids")?,
         user_ids: filters::strings(&req, "user_id", "user_ids")?,
-        subprovider_codes: filters::strings(&req, "subprovider_code", "subprovider_codes")?,
-        product_codes: filters::strings(&req, "product_code", "product_codes")?,
+        subprovider_codes: filters::strings_with_legacy(
+            &req,
+            ("subprovider_code", "subprovider_codes"),
+            ("subprovider_id", "subprovider_ids"),
+        )?,
+        product_codes: filters::strings_with_legacy(
+            &req,
+            ("product_code", "product_codes"),
+            ("product_id", "product_ids"),
+        )?,
         registration_statuses: filters::strings(
             &req,
             "registration_status",

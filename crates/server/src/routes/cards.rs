@@ -195,7 +195,11 @@ pub(crate) async fn find(
         external_user_ids: filters::strings(&req, "external_user_id", "external_user_ids")?,
         user_ids: filters::strings(&req, "user_id", "user_ids")?,
         statuses: filters::strings(&req, "status", "statuses")?,
-        product_codes: filters::strings(&req, "product_code", "product_codes")?,
+        product_codes: filters::strings_with_legacy(
+            &req,
+            ("product_code", "product_codes"),
+            ("product_id", "product_ids"),
+        )?,
     };
     let mut conn = state.store.conn().await?;
     let (records, total) = cards::find(

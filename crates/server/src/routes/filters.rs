@@ -38,6 +38,23 @@ pub(crate) fn strings(req: &Value, singular: &str, plural: &str) -> Result<Vec<S
     Ok(out)
 }
 
+/// A filter that also has a legacy name (`product_id` for `product_code`, …): the values
+/// of both names, singular and plural, are combined.
+pub(crate) fn strings_with_legacy(
+    req: &Value,
+    (singular, plural): (&str, &str),
+    (legacy, legacy_plural): (&str, &str),
+) -> Result<Vec<String>, ApiError> {
+    let mut values = strings(req, singular, plural)?;
+    values.extend(strings(req, legacy, legacy_plural)?);
+    if values.len() > MAX_FILTER_VALUES {
+        return Err(ApiError::validation(format!(
+            "{singular} filters accept at most {MAX_FILTER_VALUES} values"
+        )));
+    }
+    Ok(values)
+}
+
 /// An optional time bound: RFC 3339, `YYYY-MM-DD` or integer microseconds. Upper
 /// bounds (`..._to`) given as a date include that whole day.
 pub(crate) fn instant(req: &Value, name: &str) -> Result<Option<i64>, ApiError> {
