@@ -245,19 +245,7 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                         order.last_error = None;
                         order.updated_at = now;
                         let mut tx = state.store.begin().await?;
-                        money::transfer(
-                            &mut tx,
-                            &money::Tag {
-                                project_id: &project_id,
-                                order_id: &order.id,
-                                card_id: &card_id,
-                            },
-                            TransferKind::CardTopup,
-                            Acct::Project(AccountKind::InFlight),
-                            Acct::Card(&card_id),
-                            amount,
-                        )
-                        .await?;
+                        settle_topup(&mut tx, &project_id, &card_id, &order.id, amount).await?;
                         orders::save_step(&mut tx, &order, worker, renew()).await?;
                         tx.commit().await?;
                     }
@@ -299,6 +287,31 @@ async fn provider_card(
         .await?
         .and_then(|c| c.provider_card_id)
         .ok_or(StoreError::NotFound("provider card"))
+}
+
+/// The provider confirmed a topup: its amount moves from in-flight onto the card.
+async fn settle_topup(
+    tx: &mut issuing_store::Tx,
+    project_id: &str,
+    card_id: &str,
+    order_id: &str,
+    amount: Amount,
+) -> Result<(), StoreError> {
+    let tag = money::Tag {
+        project_id,
+        order_id,
+        card_id,
+    };
+    let in_flight = Acct::Project(AccountKind::InFlight);
+    money::transfer(
+        tx,
+        &tag,
+        TransferKind::CardTopup,
+        in_flight,
+        Acct::Card(card_id),
+        amount,
+    )
+    .await
 }
 
 async fn refund_topup(
@@ -404,19 +417,7 @@ async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
     let mut tx = state.store.begin().await?;
     match result {
         Ok(()) => {
-            money::transfer(
-                &mut tx,
-                &money::Tag {
-                    project_id: &project_id,
-                    order_id: &order.id,
-                    card_id: &card_id,
-                },
-                TransferKind::CardTopup,
-                Acct::Project(AccountKind::InFlight),
-                Acct::Card(&card_id),
-                amount,
-            )
-            .await?;
+            settle_topup(&mut tx, &project_id, &card_id, &order.id, amount).await?;
             order.topup_status = Some("completed".into());
             order.last_error = None;
             mark_completed(&mut order, now);
