@@ -1199,3 +1199,53 @@ both_backends!(
         eprintln!("outcomes: {tally:?}");
     }
 );
+
+both_backends!(
+    topup_retries_run_out_as_topup_attempts_exceeded,
+    |t: TestServer| async move {
+        let mut t = t;
+        t.deposit(&t.creds.project_id, 100_000_000).await;
+        let card_id = t.active_card("ada", "virtual_usd").await;
+        // From here on only a server whose provider always fails transiently runs.
+        t.stop_server().await;
+        let failing = issuing_server::ServerConfig {
+            sandbox: issuing_server::provider::sandbox::SandboxConfig {
+                transient_failures: u32::MAX,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let server = t.sibling_with(failing).await;
+        let base = format!("http://{}", server.addr);
+        let creds = t.creds.clone();
+        let (s, v) = t
+            .call_on(
+                &base,
+                &creds,
+                "cards/topup",
+                json!({"card_id": card_id, "amount": "20", "idempotency_key": "exhaust"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let order_id = v["order_id"].as_str().unwrap().to_owned();
+        let mut order = Value::Null;
+        // Six attempts with exponential backoff take about 13 s.
+        for _ in 0..600 {
+            let (_, o) = t
+                .call_on(&base, &creds, "orders/check", json!({"order_id": order_id}))
+                .await;
+            if o["status"] == "failed" || o["status"] == "completed" {
+                order = o;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(order["status"], "failed", "{order}");
+        assert_eq!(order["last_error_slug"], "topup_attempts_exceeded");
+        assert_eq!(order["topup_status"], "failed");
+        let (_, b) = t.call_on(&base, &creds, "project/balance", json!({})).await;
+        assert_eq!(b["available"], "98.00", "amount and fee refunded: {b}");
+        t.verify_ledger().await;
+        server.shutdown().await;
+    }
+);

@@ -114,14 +114,25 @@ impl TestServer {
 
     /// A second server process on the same database (same master key).
     pub async fn sibling(&self) -> RunningServer {
+        self.sibling_with(ServerConfig::default()).await
+    }
+
+    pub async fn sibling_with(&self, config: ServerConfig) -> RunningServer {
         let config = ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
-            ..Default::default()
+            ..config
         };
         let store = Store::connect(&self.db.url).await.unwrap();
         issuing_server::start(store, self.master.clone(), config)
             .await
             .unwrap()
+    }
+
+    /// Stops this test's own server (its workers too); the database stays.
+    pub async fn stop_server(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
     }
 
     pub async fn new_project(&self, name: &str) -> Creds {
