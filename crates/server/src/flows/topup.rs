@@ -54,14 +54,18 @@ fn check_currency(req: &MoveRequest) -> Result<(), ApiError> {
     }
 }
 
-pub(crate) async fn topup(
-    state: &AppState,
-    project_id: &str,
-    req: MoveRequest,
-    token: IdempotencyToken,
-) -> Result<Value, ApiError> {
-    let amount = parse_amount(&req)?;
-    check_currency(&req)?;
+/// What both money moves check first, in the spec's error order: the amount, the
+/// currency, then the card and its user; the transaction is open from here on.
+struct Opened {
+    amount: Amount,
+    now: i64,
+    tx: issuing_store::Tx,
+    card: issuing_store::cards::CardRecord,
+}
+
+async fn open(state: &AppState, project_id: &str, req: &MoveRequest) -> Result<Opened, ApiError> {
+    let amount = parse_amount(req)?;
+    check_currency(req)?;
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     let card = card_for_user(
@@ -71,6 +75,26 @@ pub(crate) async fn topup(
         req.external_user_id.as_deref(),
     )
     .await?;
+    Ok(Opened {
+        amount,
+        now,
+        tx,
+        card,
+    })
+}
+
+pub(crate) async fn topup(
+    state: &AppState,
+    project_id: &str,
+    req: MoveRequest,
+    token: IdempotencyToken,
+) -> Result<Value, ApiError> {
+    let Opened {
+        amount,
+        now,
+        mut tx,
+        card,
+    } = open(state, project_id, &req).await?;
     if card.status != "active" {
         return Err(ApiError::new(
             ErrorSlug::CardNotActive,
@@ -158,17 +182,12 @@ pub(crate) async fn withdraw(
     req: MoveRequest,
     token: IdempotencyToken,
 ) -> Result<Value, ApiError> {
-    let amount = parse_amount(&req)?;
-    check_currency(&req)?;
-    let now = now_micros();
-    let mut tx = state.store.begin().await?;
-    let card = card_for_user(
-        &mut tx,
-        project_id,
-        req.card_id.as_deref(),
-        req.external_user_id.as_deref(),
-    )
-    .await?;
+    let Opened {
+        amount,
+        now,
+        mut tx,
+        card,
+    } = open(state, project_id, &req).await?;
     let subprovider = state.catalog().subprovider(&card.subprovider_code);
     if !subprovider.is_some_and(|s| s.withdraw_supported) {
         return Err(ApiError::new(
