@@ -1,6 +1,7 @@
 //! `issuing`: the card-issuing service and its operator commands.
 
 mod admin;
+mod listen;
 mod serve;
 mod settings;
 
@@ -27,6 +28,9 @@ enum Command {
     /// Operator commands that work directly on the database (no HTTP).
     #[command(subcommand)]
     Admin(admin::AdminCommand),
+    /// Subscribe a local receiver to the project's webhooks and print each event as a
+    /// JSON line (optionally forwarding it); unsubscribes on Ctrl-C.
+    Listen(listen::ListenArgs),
 }
 
 #[tokio::main]
@@ -42,6 +46,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(&cli.global, args).await,
         Command::Admin(cmd) => admin::run(&cli.global, cmd).await,
+        Command::Listen(args) => listen::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -33,6 +33,8 @@ pub struct FileConfig {
     pub mode: Option<String>,
     pub webhook_retry_interval: Option<u64>,
     pub webhook_max_age: Option<u64>,
+    /// Seconds one delivery attempt may take (1 to 10; CONTRACT default 10).
+    pub webhook_timeout: Option<u64>,
     pub max_body_bytes: Option<usize>,
     /// Subproviders and card products; the built-in sandbox catalog when absent.
     pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
@@ -232,6 +234,12 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
             bail!("ISSUING_WEBHOOK_MAX_AGE must be at least 1 second");
         }
         config.webhook_max_age = Duration::from_secs(secs);
+    }
+    if let Some(secs) = file.webhook_timeout {
+        if !(1..=10).contains(&secs) {
+            bail!("webhook_timeout must be between 1 and 10 seconds");
+        }
+        config.webhook_timeout = Duration::from_secs(secs);
     }
     if let Some(bytes) = file.max_body_bytes {
         if !(1024..=16 * 1024 * 1024).contains(&bytes) {

@@ -117,3 +117,109 @@ both_backends!(
         store.close().await;
     }
 );
+
+both_backends!(
+    sigkill_with_pending_deliveries_delivers_every_one_after_restart,
+    |t: TestServer| async move {
+        use common::receiver::{Behaviour, Receiver};
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let cfg = dir.path().join("issuing.toml");
+        std::fs::write(&cfg, "webhook_retry_interval = 1\nwebhook_timeout = 1\n").unwrap();
+        let cfg = cfg.to_str().unwrap().to_owned();
+        let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
+        let creds = Creds {
+            project_id: server.banner_value("project_id").unwrap(),
+            api_key: server.banner_value("api_key").unwrap(),
+            api_secret: server.banner_value("api_secret").unwrap(),
+            deposit_address: String::new(),
+        };
+        let rx = Receiver::start(&creds.api_secret).await;
+        // Failing and slow: when the server dies, deliveries wait for retries and some
+        // attempts are in flight.
+        rx.set(Behaviour::Status(500));
+        rx.hold(Duration::from_millis(300));
+        let call = |path: &'static str, body: Value| {
+            let (t, base, creds) = (&t, server.base.clone(), creds.clone());
+            async move {
+                let (s, v) = t.call_on(&base, &creds, path, body).await;
+                assert_eq!(s, 200, "{path}: {v}");
+                v
+            }
+        };
+        call("wh/subscribe", json!({"url": rx.url})).await;
+        call(
+            "cardholders/create",
+            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
+        )
+        .await;
+        let v = call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "wh-crash"})).await;
+        let card_id = v["card_id"].as_str().unwrap().to_owned();
+        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
+        for _ in 0..200 {
+            if call("orders/check", json!({"order_id": order_id})).await["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for i in 0..10 {
+            let path = if i % 2 == 0 {
+                "cards/freeze"
+            } else {
+                "cards/unfreeze"
+            };
+            call(path, json!({"card_id": card_id, "external_user_id": "ada"})).await;
+        }
+        let store = issuing_store::Store::connect(&db.url).await.unwrap();
+        let count = |sql: &'static str| {
+            let store = store.clone();
+            async move {
+                let (n,): (i64,) = sqlx::query_as(sql).fetch_one(store.pool()).await.unwrap();
+                n
+            }
+        };
+        for _ in 0..400 {
+            if count("SELECT COUNT(*) FROM webhook_deliveries WHERE attempts >= 1").await == 11 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(count("SELECT COUNT(*) FROM webhook_deliveries").await, 11);
+        server.kill().await;
+        assert_eq!(
+            count("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'pending'").await,
+            11,
+            "killed too late to prove anything"
+        );
+
+        rx.set(Behaviour::Succeed);
+        rx.hold(Duration::ZERO);
+        let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
+        for _ in 0..600 {
+            if count("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'succeeded'").await
+                == 11
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            count("SELECT COUNT(*) FROM webhook_deliveries WHERE state = 'succeeded'").await,
+            11
+        );
+        let ids: Vec<(String,)> = sqlx::query_as("SELECT id FROM webhook_deliveries")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+        let delivered: std::collections::HashSet<String> = rx
+            .delivered()
+            .iter()
+            .map(|e| e["delivery_id"].as_str().unwrap().to_owned())
+            .collect();
+        for (id,) in &ids {
+            assert!(delivered.contains(id), "delivery {id} never acknowledged");
+        }
+        server.kill().await;
+        store.close().await;
+    }
+);

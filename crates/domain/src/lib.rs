@@ -1,6 +1,6 @@
 //! The domain of the issuing service, free of HTTP and SQL: identifiers, time, project
 //! credentials, deposit addresses, users, KYC data and cardholder states, the card
-//! catalog and the ledger's posting rules.
+//! catalog, the ledger's posting rules and webhook subscriptions.
 
 pub mod catalog;
 pub mod credentials;
@@ -10,5 +10,6 @@ pub mod ledger;
 pub mod time;
 pub mod trc20;
 pub mod user;
+pub mod webhooks;
 
 pub use issuing_wire::{Amount, ApiError, ErrorSlug};

@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     pub webhook_retry_interval: Duration,
     pub webhook_max_age: Duration,
+    /// Time one delivery attempt may take, connection included (CONTRACT §6: 10 s).
+    pub webhook_timeout: Duration,
     /// Subproviders and card products.
     pub catalog: Arc<Catalog>,
     /// Latency and failure injection of the sandbox provider.
@@ -51,6 +53,7 @@ impl Default for ServerConfig {
             max_body_bytes: 256 * 1024,
             webhook_retry_interval: Duration::from_secs(60),
             webhook_max_age: Duration::from_secs(3 * 24 * 3600),
+            webhook_timeout: Duration::from_secs(10),
             catalog: Arc::new(Catalog::sandbox_default()),
             sandbox: SandboxConfig::default(),
             order_workers: 2,

@@ -14,6 +14,7 @@ pub mod provider;
 mod routes;
 mod server;
 mod state;
+mod webhooks;
 mod workers;
 
 pub use config::{Mode, ServerConfig};

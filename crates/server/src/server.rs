@@ -47,10 +47,12 @@ pub async fn start(
         config: Arc::new(config),
         provider,
         orders_wakeup: Arc::new(Notify::new()),
+        deliveries_wakeup: Arc::new(Notify::new()),
     };
     for _ in 0..workers {
         tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
     }
+    tasks.spawn(workers::deliveries::run(state.clone(), rx.clone()));
     if store.backend() == issuing_store::Backend::Postgres {
         tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
     }

@@ -13,6 +13,8 @@ pub(crate) struct AppState {
     pub provider: Arc<dyn Provider>,
     /// Wakes this process's order workers when an order is created.
     pub orders_wakeup: Arc<Notify>,
+    /// Wakes this process's webhook delivery worker when deliveries are queued.
+    pub deliveries_wakeup: Arc<Notify>,
 }
 
 impl AppState {

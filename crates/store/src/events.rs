@@ -1,6 +1,7 @@
 //! The outbox. Events are written in the same transaction as the state change they
-//! report, so an event exists exactly when its change committed; delivery reads them
-//! later.
+//! report, together with one delivery per subscription active at that moment, so an
+//! event and its deliveries exist exactly when the change committed. The delivery
+//! worker sends them later.
 
 use crate::{Conn, StoreError};
 use issuing_domain::ids::new_id;
@@ -16,6 +17,8 @@ pub struct NewEvent<'a> {
     pub now: i64,
 }
 
+/// Writes the event and its deliveries. After the caller commits, it should wake this
+/// process's delivery worker; other processes are woken by the NOTIFY sent here.
 pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreError> {
     let id = new_id();
     sqlx::query(
@@ -31,6 +34,10 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
     .bind(e.now)
     .execute(&mut *conn)
     .await?;
+    let fanned = crate::deliveries::fan_out(conn, e.project_id, &id, e.event_type, e.now).await?;
+    if fanned > 0 {
+        crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
+    }
     Ok(id)
 }
 

@@ -9,6 +9,7 @@
 pub mod cardholders;
 pub mod cards;
 mod db;
+pub mod deliveries;
 mod error;
 pub mod events;
 pub mod idempotency;
@@ -20,6 +21,7 @@ pub mod query;
 pub mod replay;
 pub mod sandbox;
 pub mod settings;
+pub mod subscriptions;
 pub mod users;
 pub mod wakeup;
 

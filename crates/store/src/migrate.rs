@@ -31,6 +31,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_in_flight_accounts.sql"),
         postgres: include_str!("../migrations/postgres/0003_in_flight_accounts.sql"),
     },
+    Migration {
+        version: 4,
+        name: "webhooks",
+        sqlite: include_str!("../migrations/sqlite/0004_webhooks.sql"),
+        postgres: include_str!("../migrations/postgres/0004_webhooks.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

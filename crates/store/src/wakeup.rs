@@ -1,37 +1,60 @@
-//! Cross-process wake-ups on PostgreSQL: creating an order sends NOTIFY in the order's
-//! transaction (delivered only if it commits); every process LISTENs and wakes its
-//! workers. SQLite deployments are one process, which wakes its workers directly.
+//! Cross-process wake-ups on PostgreSQL: writing queued work (an order, a webhook
+//! delivery) sends NOTIFY in the writing transaction, delivered only if it commits;
+//! every process LISTENs and wakes its workers. On SQLite the writing process wakes
+//! its own workers directly, and the others poll.
 
-use crate::{Backend, Conn, Store, StoreError};
+use crate::{Conn, Store, StoreError};
 use sqlx::postgres::PgListener;
 
-const CHANNEL: &str = "issuing_orders";
+/// The queues a wake-up can be for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    Orders,
+    Deliveries,
+}
 
-pub async fn announce_order(conn: &mut Conn, backend: Backend) -> Result<(), StoreError> {
-    if backend == Backend::Postgres {
+impl Queue {
+    fn channel(self) -> &'static str {
+        match self {
+            Queue::Orders => "issuing_orders",
+            Queue::Deliveries => "issuing_deliveries",
+        }
+    }
+}
+
+/// Sends the wake-up at commit of the caller's transaction (PostgreSQL only).
+pub async fn announce(conn: &mut Conn, queue: Queue) -> Result<(), StoreError> {
+    if conn.backend_name() == "PostgreSQL" {
         sqlx::query("SELECT pg_notify($1, '')")
-            .bind(CHANNEL)
+            .bind(queue.channel())
             .execute(&mut *conn)
             .await?;
     }
     Ok(())
 }
 
-pub struct OrderListener(PgListener);
+pub struct Listener(PgListener);
 
-impl OrderListener {
-    /// None on SQLite.
-    pub async fn connect(store: &Store) -> Result<Option<OrderListener>, StoreError> {
-        if store.backend() != Backend::Postgres {
+impl Listener {
+    /// Listens to every queue's channel. None on SQLite.
+    pub async fn connect(store: &Store) -> Result<Option<Listener>, StoreError> {
+        if store.backend() != crate::Backend::Postgres {
             return Ok(None);
         }
         let mut listener = PgListener::connect(store.url()).await?;
-        listener.listen(CHANNEL).await?;
-        Ok(Some(OrderListener(listener)))
+        listener
+            .listen_all([Queue::Orders.channel(), Queue::Deliveries.channel()])
+            .await?;
+        Ok(Some(Listener(listener)))
     }
 
-    pub async fn recv(&mut self) -> Result<(), StoreError> {
-        self.0.recv().await?;
-        Ok(())
+    /// The queue the next wake-up is for.
+    pub async fn recv(&mut self) -> Result<Queue, StoreError> {
+        let n = self.0.recv().await?;
+        Ok(if n.channel() == Queue::Deliveries.channel() {
+            Queue::Deliveries
+        } else {
+            Queue::Orders
+        })
     }
 }

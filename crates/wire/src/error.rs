@@ -39,6 +39,8 @@ pub enum ErrorSlug {
     ProductNotFound,
     CardNotFound,
     OrderNotFound,
+    SubscriptionNotFound,
+    DeliveryNotFound,
     // Conflicts.
     UserAlreadyExists,
     CardholderAlreadyExists,
@@ -56,6 +58,8 @@ pub enum ErrorSlug {
     AmountBelowMinimum,
     AmountAboveMaximum,
     CurrencyMismatch,
+    SubscriptionLimitReached,
+    SubscriptionInactive,
     // Server side.
     InternalError,
     ProviderError,
@@ -109,6 +113,10 @@ impl ErrorSlug {
             AmountBelowMinimum => "amount_below_minimum",
             AmountAboveMaximum => "amount_above_maximum",
             CurrencyMismatch => "currency_mismatch",
+            SubscriptionNotFound => "subscription_not_found",
+            DeliveryNotFound => "delivery_not_found",
+            SubscriptionLimitReached => "subscription_limit_reached",
+            SubscriptionInactive => "subscription_inactive",
             InternalError => "internal_error",
             ProviderError => "provider_error",
             TopupAttemptsExceeded => "topup_attempts_exceeded",
@@ -137,7 +145,8 @@ impl ErrorSlug {
             | KycUnexpectedFields
             | ExternalUserIdRequired => 400,
             NotFound | ProjectNotFound | WalletNotFound | UserNotFound | SubproviderNotFound
-            | CardholderNotFound | ProductNotFound | CardNotFound | OrderNotFound => 404,
+            | CardholderNotFound | ProductNotFound | CardNotFound | OrderNotFound
+            | SubscriptionNotFound | DeliveryNotFound => 404,
             UserAlreadyExists | CardholderAlreadyExists => 409,
             CardNotActive
             | CardUserMismatch
@@ -151,7 +160,9 @@ impl ErrorSlug {
             | CardProductLimitsInvalid
             | AmountBelowMinimum
             | AmountAboveMaximum
-            | CurrencyMismatch => 422,
+            | CurrencyMismatch
+            | SubscriptionLimitReached
+            | SubscriptionInactive => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
             TopupAttemptsExceeded => 503,
@@ -203,6 +214,10 @@ impl ErrorSlug {
         ErrorSlug::AmountBelowMinimum,
         ErrorSlug::AmountAboveMaximum,
         ErrorSlug::CurrencyMismatch,
+        ErrorSlug::SubscriptionNotFound,
+        ErrorSlug::DeliveryNotFound,
+        ErrorSlug::SubscriptionLimitReached,
+        ErrorSlug::SubscriptionInactive,
         ErrorSlug::InternalError,
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub mod cards;
 pub mod db;
 pub mod process;
+pub mod receiver;
 pub use db::{Backend, TestDb};
 
 /// Runs the test body once per backend, as two test functions in a module.
@@ -31,12 +32,38 @@ macro_rules! both_backends {
     };
 }
 
+/// Like `both_backends!`, with the server built from `$config` (a `ServerConfig`).
+#[macro_export]
+macro_rules! both_backends_with {
+    ($name:ident, $config:expr, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $crate::common::run_case_with(common::Backend::Sqlite, $config, $body).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $crate::common::run_case_with(common::Backend::Postgres, $config, $body).await;
+            }
+        }
+    };
+}
+
 pub async fn run_case<F, Fut>(backend: Backend, body: F)
 where
     F: FnOnce(TestServer) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let Some(server) = TestServer::start(backend).await else {
+    run_case_with(backend, ServerConfig::default(), body).await;
+}
+
+pub async fn run_case_with<F, Fut>(backend: Backend, config: ServerConfig, body: F)
+where
+    F: FnOnce(TestServer) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Some(server) = TestServer::start_with(backend, config).await else {
         return;
     };
     body(server).await;

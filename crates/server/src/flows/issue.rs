@@ -263,8 +263,9 @@ pub(crate) async fn create(
         "order": OrderView::from(order),
     });
     token.complete(&mut tx, &body).await?;
-    issuing_store::wakeup::announce_order(&mut tx, state.store.backend()).await?;
+    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
     tx.commit().await.map_err(issuing_store::StoreError::from)?;
     state.orders_wakeup.notify_one();
+    state.deliveries_wakeup.notify_one();
     Ok(body)
 }

@@ -128,5 +128,6 @@ pub(crate) async fn change(
     )
     .await?;
     tx.commit().await.map_err(issuing_store::StoreError::from)?;
+    state.deliveries_wakeup.notify_one();
     Ok((card.id, to))
 }

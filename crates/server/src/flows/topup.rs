@@ -288,8 +288,9 @@ async fn finish(
         serde_json::to_value(OrderView::from(order)).map_err(|_| ApiError::internal())?;
     body["success"] = json!(true);
     token.complete(&mut tx, &body).await?;
-    issuing_store::wakeup::announce_order(&mut tx, state.store.backend()).await?;
+    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.orders_wakeup.notify_one();
+    state.deliveries_wakeup.notify_one();
     Ok(body)
 }

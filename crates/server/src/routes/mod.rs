@@ -8,6 +8,7 @@ pub(crate) mod orders;
 mod project;
 mod system;
 mod users;
+mod webhooks;
 
 use crate::pipeline::{envelope_layer, HttpError};
 use crate::state::AppState;
@@ -39,6 +40,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/cards/topup", post(cards::topup))
         .route("/cards/withdraw", post(cards::withdraw))
         .route("/orders/check", post(orders::check))
+        .route("/wh/subscribe", post(webhooks::subscribe))
+        .route("/wh/unsubscribe", post(webhooks::unsubscribe))
+        .route("/wh/subscriptions", post(webhooks::list))
+        .route("/wh/deliveries", post(webhooks::deliveries))
+        .route("/wh/redeliver", post(webhooks::redeliver))
         .fallback(unknown_endpoint)
         .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn_with_state(

@@ -1,7 +1,7 @@
-//! Wakes this process's order workers when another process creates an order.
+//! Wakes this process's workers when another process queues work (PostgreSQL NOTIFY).
 
 use crate::state::AppState;
-use issuing_store::wakeup::OrderListener;
+use issuing_store::wakeup::{Listener, Queue};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -9,13 +9,14 @@ const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 pub(crate) async fn listen(state: AppState, mut shutdown: watch::Receiver<bool>) {
     loop {
-        match OrderListener::connect(&state.store).await {
+        match Listener::connect(&state.store).await {
             Ok(Some(mut listener)) => loop {
                 tokio::select! {
                     r = listener.recv() => match r {
-                        Ok(()) => state.orders_wakeup.notify_one(),
+                        Ok(Queue::Orders) => state.orders_wakeup.notify_one(),
+                        Ok(Queue::Deliveries) => state.deliveries_wakeup.notify_one(),
                         Err(e) => {
-                            tracing::warn!(error = %e, "order listener lost its connection; reconnecting");
+                            tracing::warn!(error = %e, "wake-up listener lost its connection; reconnecting");
                             break;
                         }
                     },
@@ -24,9 +25,12 @@ pub(crate) async fn listen(state: AppState, mut shutdown: watch::Receiver<bool>)
             },
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for orders; workers fall back to polling")
+                tracing::warn!(error = %e, "cannot listen for wake-ups; workers fall back to polling")
             }
         }
+        // Work queued while the listener was down is found by the workers' polling.
+        state.orders_wakeup.notify_one();
+        state.deliveries_wakeup.notify_one();
         tokio::select! {
             _ = tokio::time::sleep(RECONNECT_DELAY) => {}
             _ = shutdown.changed() => return,

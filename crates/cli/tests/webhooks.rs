@@ -1,0 +1,747 @@
+//! Webhooks over HTTP with a real receiver on port 0: subscriptions (CONTRACT §6), both
+//! payload forms, fan-out without backfill, retries of every failure kind with one
+//! `delivery_id`, max age, unsubscribe, 410 Gone, redelivery, the delivery log, project
+//! isolation and the production SSRF guard.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::receiver::{free_port, Behaviour, Receiver};
+use common::TestServer;
+use issuing_server::{Mode, ServerConfig};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Retries every second, attempts time out after one.
+fn fast() -> ServerConfig {
+    ServerConfig {
+        webhook_retry_interval: Duration::from_secs(1),
+        webhook_timeout: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+impl TestServer {
+    async fn subscribe(&self, url: &str) -> String {
+        let v = self
+            .ok("wh/subscribe", json!({"url": url, "title": "test"}))
+            .await;
+        v["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn deliveries(&self, filter: Value) -> Vec<Value> {
+        let v = self.ok("wh/deliveries", filter).await;
+        v["items"].as_array().unwrap().clone()
+    }
+
+    /// Waits until the only delivery matching `filter` satisfies `pred`.
+    async fn wait_delivery<F: Fn(&Value) -> bool>(&self, filter: Value, pred: F) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let items = self.deliveries(filter.clone()).await;
+            if let [d] = items.as_slice() {
+                if pred(d) {
+                    return d.clone();
+                }
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "delivery never reached the state: {items:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// An active card whose issue is done; returns its id.
+    async fn funded_card(&self, user: &str) -> String {
+        self.deposit(&self.creds.project_id, 100_000_000).await;
+        self.active_card(user, "virtual_usd").await
+    }
+
+    async fn freeze(&self, user: &str, card: &str) {
+        self.ok(
+            "cards/freeze",
+            json!({"card_id": card, "external_user_id": user}),
+        )
+        .await;
+    }
+
+    async fn unfreeze(&self, user: &str, card: &str) {
+        self.ok(
+            "cards/unfreeze",
+            json!({"card_id": card, "external_user_id": user}),
+        )
+        .await;
+    }
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["event_type"] == t || e["type"] == t)
+        .collect()
+}
+
+both_backends!(
+    subscriptions_follow_the_contract,
+    |t: TestServer| async move {
+        for bad in [
+            json!({}),
+            json!({"url": "example.com/hook"}),
+            json!({"url": "ftp://example.com/hook"}),
+            json!({"url": format!("https://example.com/{}", "a".repeat(2048))}),
+            json!({"url": "https://example.com/hook", "event_types": ["card.nope"]}),
+            json!({"url": "https://example.com/hook", "event_types": "card.freeze"}),
+        ] {
+            t.expect_error("wh/subscribe", bad, 400, "validation_error")
+                .await;
+        }
+        let v = t
+            .ok(
+                "wh/subscribe",
+                json!({"url": "https://example.com/hook", "title": "Main"}),
+            )
+            .await;
+        assert_eq!(v["title"], "Main");
+        assert_eq!(v["url"], "https://example.com/hook");
+        assert_eq!(v["active"], true);
+        assert!(v["created_at"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(v["event_types"], json!([]));
+        let first = v["id"].as_str().unwrap().to_owned();
+        let mut ids = vec![first.clone()];
+        for i in 1..10 {
+            ids.push(t.subscribe(&format!("https://example.com/h{i}")).await);
+        }
+        t.expect_error(
+            "wh/subscribe",
+            json!({"url": "https://example.com/11"}),
+            422,
+            "subscription_limit_reached",
+        )
+        .await;
+
+        let v = t.ok("wh/unsubscribe", json!({"id": first})).await;
+        assert_eq!(
+            (v["id"].as_str(), v["active"].as_bool()),
+            (Some(first.as_str()), Some(false))
+        );
+        let again = t.ok("wh/unsubscribe", json!({"id": first})).await;
+        assert_eq!(again["active"], false);
+        t.expect_error(
+            "wh/unsubscribe",
+            json!({"id": "nope"}),
+            404,
+            "subscription_not_found",
+        )
+        .await;
+        t.expect_error("wh/unsubscribe", json!({}), 400, "validation_error")
+            .await;
+        // The limit counts active subscriptions only.
+        ids.push(t.subscribe("https://example.com/after").await);
+
+        let list = t.ok("wh/subscriptions", json!({"limit": 100})).await;
+        assert_eq!(list["total"], 11);
+        let listed: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        let mut newest_first = ids.clone();
+        newest_first.reverse();
+        assert_eq!(listed, newest_first);
+        let page = t
+            .ok("wh/subscriptions", json!({"limit": 2, "skip": 1}))
+            .await;
+        assert_eq!(
+            (page["skip"].as_i64(), page["limit"].as_i64()),
+            (Some(1), Some(2))
+        );
+        assert_eq!(page["items"][0]["id"], json!(ids[ids.len() - 2]));
+        let inactive = &list["items"].as_array().unwrap()[10];
+        assert_eq!(
+            (inactive["id"].as_str(), inactive["active"].as_bool()),
+            (Some(first.as_str()), Some(false))
+        );
+
+        // Another project sees none of them and cannot touch them.
+        let other = t.new_project("other").await;
+        let (_, v) = t.call_as(&other, "wh/subscriptions", json!({})).await;
+        assert_eq!(v["total"], 0, "{v}");
+        let (s, v) = t
+            .call_as(&other, "wh/unsubscribe", json!({"id": ids[1]}))
+            .await;
+        assert_eq!(
+            (s, v["error_slug"].as_str()),
+            (404, Some("subscription_not_found"))
+        );
+        let (s, v) = t
+            .call_as(
+                &other,
+                "wh/subscribe",
+                json!({"url": "https://example.com/o"}),
+            )
+            .await;
+        assert_eq!(s, 200, "the other project's limit is its own: {v}");
+    }
+);
+
+both_backends!(
+    every_card_event_arrives_in_its_form,
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.subscribe(&rx.url).await;
+        let card = t.funded_card("ada").await;
+        let (s, v) = t.topup(&card, json!("25"), "wh-topup").await;
+        assert_eq!(s, 200, "{v}");
+        t.wait_order(v["order_id"].as_str().unwrap()).await;
+        t.freeze("ada", &card).await;
+        t.unfreeze("ada", &card).await;
+        rx.wait_until("four card events", WAIT, |r| r.len() >= 4)
+            .await;
+
+        let got = rx.received();
+        for r in &got {
+            assert_eq!(r.api_key.as_deref(), Some(t.creds.api_key.as_str()));
+        }
+        let events = rx.delivered();
+        let created = of_type(&events, "card.created");
+        assert_eq!(created.len(), 1, "{events:?}");
+        let e = created[0];
+        assert_eq!(e["project_id"], json!(t.creds.project_id));
+        assert!(e["delivery_id"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(e["data"]["card_id"], json!(card));
+        assert_eq!(e["data"]["product_code"], "virtual_usd");
+        assert!(e["data"]["order_id"].is_string() && e["data"]["status"].is_string());
+        let topup = of_type(&events, "card.topup")[0];
+        assert_eq!(topup["data"]["amount"], "25.00");
+        assert_eq!(topup["data"]["card_id"], json!(card));
+        let freeze = of_type(&events, "card.freeze")[0];
+        assert_eq!(freeze["data"]["status"], "frozen");
+        assert!(freeze["data"]["order_id"].is_string());
+        let unfreeze = of_type(&events, "card.unfreeze")[0];
+        assert_eq!(unfreeze["data"]["status"], "active");
+        for e in &events {
+            assert!(
+                e.get("type").is_none(),
+                "envelope events have no top-level type: {e}"
+            );
+        }
+
+        // The typed form, for each typed event type (written to the outbox as the card
+        // network flows do).
+        for (event_type, body) in [
+            (
+                "card_transaction",
+                json!({"type": "card_transaction", "tx_type": "transaction_created_auth_pending", "transaction_id": "tx1", "card_id": card, "tx_at": "2026-01-01T00:00:00Z", "card_tx_data": {"status": "pending", "type": "auth"}}),
+            ),
+            (
+                "card_otp",
+                json!({"type": "card_otp", "card_id": card, "code": "123456", "sent_at": "2026-01-01T00:00:00Z"}),
+            ),
+            (
+                "card_3ds",
+                json!({"type": "card_3ds", "card_id": card, "securement_id": "s1", "method": "OOB", "confirm": "pending", "status": "challenge_sent", "currency": "USD", "amount": "5.00", "occurred_at": "2026-01-01T00:00:00Z", "merchant": {"name": "M", "country": "US"}}),
+            ),
+        ] {
+            let mut tx = t.store.begin().await.unwrap();
+            issuing_store::events::insert(
+                &mut tx,
+                &issuing_store::events::NewEvent {
+                    project_id: &t.creds.project_id,
+                    event_type,
+                    card_id: Some(&card),
+                    order_id: None,
+                    payload: &body,
+                    now: common::now_micros(),
+                },
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+        }
+        rx.wait_until("the typed events", WAIT, |r| r.len() >= 7)
+            .await;
+        let events = rx.delivered();
+        for t_name in ["card_transaction", "card_otp", "card_3ds"] {
+            let typed = of_type(&events, t_name);
+            assert_eq!(typed.len(), 1, "{t_name}: {events:?}");
+            let e = typed[0];
+            assert_eq!(e["type"], t_name);
+            assert!(e["delivery_id"].as_str().is_some_and(|d| !d.is_empty()));
+            assert!(
+                e.get("event_type").is_none() && e.get("data").is_none(),
+                "{e}"
+            );
+            assert_eq!(e["card_id"], json!(card));
+        }
+        assert_eq!(of_type(&events, "card_otp")[0]["code"], "123456");
+        assert_eq!(of_type(&events, "card_3ds")[0]["securement_id"], "s1");
+
+        // The receiver sees an event before its answer is recorded: wait for the log.
+        let start = std::time::Instant::now();
+        let log = loop {
+            let log = t
+                .deliveries(json!({"state": "succeeded", "limit": 100}))
+                .await;
+            if log.len() >= 7 || start.elapsed() > WAIT {
+                break log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(log.len(), 7);
+        for d in &log {
+            assert_eq!(d["attempts"], 1);
+            assert_eq!(d["last_status"], 200);
+        }
+    }
+);
+
+both_backends!(
+    no_backfill_and_one_delivery_per_subscription,
+    |t: TestServer| async move {
+        let card = t.funded_card("ada").await;
+        t.freeze("ada", &card).await; // before anyone subscribed
+        let a = Receiver::start(&t.creds.api_secret).await;
+        let b = Receiver::start(&t.creds.api_secret).await;
+        let sub_a = t.subscribe(&a.url).await;
+        let sub_b = t.subscribe(&b.url).await;
+        t.unfreeze("ada", &card).await;
+        a.wait_until("the unfreeze", WAIT, |r| !r.is_empty()).await;
+        b.wait_until("the unfreeze", WAIT, |r| !r.is_empty()).await;
+        // Give a backfill every chance to show up.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for rx in [&a, &b] {
+            let got = rx.delivered();
+            assert_eq!(got.len(), 1, "only the event after subscribing: {got:?}");
+            assert_eq!(got[0]["event_type"], "card.unfreeze");
+        }
+        let (da, db) = (
+            a.delivered()[0]["delivery_id"].clone(),
+            b.delivered()[0]["delivery_id"].clone(),
+        );
+        assert_ne!(da, db, "each subscription has its own delivery_id");
+        let log_a = t.deliveries(json!({"subscription_id": sub_a})).await;
+        let log_b = t.deliveries(json!({"subscription_id": sub_b})).await;
+        assert_eq!((log_a.len(), log_b.len()), (1, 1));
+        assert_eq!(log_a[0]["delivery_id"], da);
+        assert_eq!(log_b[0]["delivery_id"], db);
+        assert_eq!(
+            log_a[0]["event_id"], log_b[0]["event_id"],
+            "one event, two deliveries"
+        );
+    }
+);
+
+both_backends_with!(
+    every_failure_kind_is_retried_with_one_delivery_id,
+    fast(),
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        rx.script(&[
+            Behaviour::Status(500),
+            Behaviour::WrongBody,
+            Behaviour::Hang(Duration::from_secs(3)),
+            Behaviour::Status(503),
+        ]);
+        let card = t.funded_card("ada").await;
+        t.subscribe(&rx.url).await;
+        t.freeze("ada", &card).await;
+        rx.wait_until("a successful attempt", WAIT, |r| {
+            r.iter().any(|x| x.answered == Behaviour::Succeed)
+        })
+        .await;
+        let got = rx.received();
+        assert_eq!(got.len(), 5, "four failures, then success: {got:?}");
+        let ids: Vec<&Value> = got.iter().map(|r| &r.event["delivery_id"]).collect();
+        assert!(ids.iter().all(|d| *d == ids[0]), "one delivery_id: {ids:?}");
+        let d = t
+            .wait_delivery(json!({"event_type": "card.freeze"}), |d| {
+                d["state"] == "succeeded"
+            })
+            .await;
+        assert_eq!(d["attempts"], 5);
+        assert_eq!(d["last_status"], 200);
+        assert_eq!(d["delivery_id"], *ids[0]);
+        assert!(
+            d.get("next_attempt_at").is_none() && d.get("last_error").is_none(),
+            "{d}"
+        );
+        // Success stops the retries.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(rx.received().len(), 5);
+    }
+);
+
+both_backends_with!(
+    a_refused_connection_is_retried,
+    fast(),
+    |t: TestServer| async move {
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}/hook");
+        let card = t.funded_card("ada").await;
+        t.subscribe(&url).await;
+        t.freeze("ada", &card).await;
+        let failed = t
+            .wait_delivery(json!({}), |d| {
+                d["attempts"].as_i64() >= Some(1) && d["last_error"].is_string()
+            })
+            .await;
+        assert_eq!(failed["state"], "pending");
+        assert!(
+            failed["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("connection"),
+            "{failed}"
+        );
+        assert!(failed.get("last_status").is_none());
+        assert!(failed["next_attempt_at"].is_string());
+        let rx = Receiver::start_on(&t.creds.api_secret, port).await;
+        rx.wait_until("the retried delivery", WAIT, |r| !r.is_empty())
+            .await;
+        assert_eq!(rx.received()[0].event["delivery_id"], failed["delivery_id"]);
+        t.wait_delivery(json!({}), |d| d["state"] == "succeeded")
+            .await;
+    }
+);
+
+both_backends_with!(
+    max_age_ends_a_delivery_and_redeliver_queues_it_again,
+    ServerConfig {
+        webhook_max_age: Duration::from_secs(2),
+        ..fast()
+    },
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        rx.set(Behaviour::Status(500));
+        let card = t.funded_card("ada").await;
+        let sub = t.subscribe(&rx.url).await;
+        t.freeze("ada", &card).await;
+        let d = t.wait_delivery(json!({}), |d| d["state"] == "failed").await;
+        let attempts = d["attempts"].as_i64().unwrap();
+        assert!((2..=4).contains(&attempts), "retried until max age: {d}");
+        assert_eq!(d["last_status"], 500);
+        assert!(d["completed_at"].is_string() && d.get("next_attempt_at").is_none());
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(
+            rx.received().len() as i64,
+            attempts,
+            "a failed delivery is not retried"
+        );
+
+        // Queued again by id: the same delivery_id arrives.
+        rx.set(Behaviour::Succeed);
+        let v = t
+            .ok("wh/redeliver", json!({"delivery_id": d["delivery_id"]}))
+            .await;
+        assert_eq!(v["queued"], 1);
+        assert_eq!(v["delivery"]["state"], "pending");
+        rx.wait_until("the redelivery", WAIT, |r| {
+            r.iter().any(|x| x.answered == Behaviour::Succeed)
+        })
+        .await;
+        assert_eq!(rx.delivered()[0]["delivery_id"], d["delivery_id"]);
+        t.wait_delivery(json!({}), |d| d["state"] == "succeeded")
+            .await;
+
+        // Every failed delivery since a time.
+        rx.set(Behaviour::Status(500));
+        t.unfreeze("ada", &card).await;
+        t.freeze("ada", &card).await;
+        t.wait_delivery(json!({"event_type": "card.unfreeze"}), |d| {
+            d["state"] == "failed"
+        })
+        .await;
+        t.wait_delivery(
+            json!({"event_type": "card.freeze", "state": "failed"}),
+            |_| true,
+        )
+        .await;
+        rx.set(Behaviour::Succeed);
+        let v = t
+            .ok(
+                "wh/redeliver",
+                json!({"since": "2000-01-01", "subscription_id": sub}),
+            )
+            .await;
+        assert_eq!(v["queued"], 2, "{v}");
+        let start = std::time::Instant::now();
+        while t.deliveries(json!({"state": "succeeded"})).await.len() < 3 {
+            assert!(start.elapsed() < WAIT);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let v = t.ok("wh/redeliver", json!({"since": "2000-01-01"})).await;
+        assert_eq!(v["queued"], 0, "nothing failed is left");
+
+        t.expect_error("wh/redeliver", json!({}), 400, "validation_error")
+            .await;
+        t.expect_error(
+            "wh/redeliver",
+            json!({"delivery_id": "x", "since": "2000-01-01"}),
+            400,
+            "validation_error",
+        )
+        .await;
+        t.expect_error(
+            "wh/redeliver",
+            json!({"delivery_id": "nope"}),
+            404,
+            "delivery_not_found",
+        )
+        .await;
+        t.expect_error(
+            "wh/deliveries",
+            json!({"state": "lost"}),
+            400,
+            "validation_error",
+        )
+        .await;
+        t.ok("wh/unsubscribe", json!({"id": sub})).await;
+        t.expect_error(
+            "wh/redeliver",
+            json!({"delivery_id": d["delivery_id"]}),
+            422,
+            "subscription_inactive",
+        )
+        .await;
+    }
+);
+
+both_backends_with!(
+    unsubscribe_stops_deliveries,
+    fast(),
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        rx.set(Behaviour::Status(500));
+        let card = t.funded_card("ada").await;
+        let sub = t.subscribe(&rx.url).await;
+        t.freeze("ada", &card).await;
+        rx.wait_until("a first attempt", WAIT, |r| !r.is_empty())
+            .await;
+        t.ok("wh/unsubscribe", json!({"id": sub})).await;
+        let d = t.wait_delivery(json!({}), |d| d["state"] == "failed").await;
+        assert!(d.get("next_attempt_at").is_none(), "{d}");
+        let seen = rx.received().len();
+        t.unfreeze("ada", &card).await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(rx.received().len(), seen, "no attempt after unsubscribing");
+        assert_eq!(
+            t.deliveries(json!({})).await.len(),
+            1,
+            "no delivery for a later event"
+        );
+    }
+);
+
+both_backends!(
+    a_receiver_answering_410_is_unsubscribed,
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        rx.set(Behaviour::Status(410));
+        let card = t.funded_card("ada").await;
+        let sub = t.subscribe(&rx.url).await;
+        t.freeze("ada", &card).await;
+        let d = t.wait_delivery(json!({}), |d| d["state"] == "failed").await;
+        assert_eq!(d["last_status"], 410);
+        let list = t.ok("wh/subscriptions", json!({})).await;
+        let s = &list["items"][0];
+        assert_eq!(
+            (s["id"].as_str(), s["active"].as_bool()),
+            (Some(sub.as_str()), Some(false))
+        );
+        assert!(s["deactivated_reason"].as_str().unwrap().contains("410"));
+        assert_eq!(rx.received().len(), 1);
+    }
+);
+
+both_backends!(
+    projects_see_only_their_own_webhooks,
+    |t: TestServer| async move {
+        let other = t.new_project("other").await;
+        let rx_other = Receiver::start(&other.api_secret).await;
+        let (s, v) = t
+            .call_as(&other, "wh/subscribe", json!({"url": rx_other.url}))
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.subscribe(&rx.url).await;
+        let card = t.funded_card("ada").await;
+        t.freeze("ada", &card).await;
+        rx.wait_until("own events", WAIT, |r| r.len() >= 2).await;
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(
+            rx_other.received().is_empty(),
+            "another project's events never arrive"
+        );
+        let mine = t.deliveries(json!({})).await;
+        assert_eq!(mine.len(), 2);
+        let (_, theirs) = t.call_as(&other, "wh/deliveries", json!({})).await;
+        assert_eq!(theirs["total"], 0, "{theirs}");
+        let (s, v) = t
+            .call_as(
+                &other,
+                "wh/redeliver",
+                json!({"delivery_id": mine[0]["delivery_id"]}),
+            )
+            .await;
+        assert_eq!(
+            (s, v["error_slug"].as_str()),
+            (404, Some("delivery_not_found"))
+        );
+        let (_, v) = t
+            .call_as(&other, "wh/redeliver", json!({"since": "2000-01-01"}))
+            .await;
+        assert_eq!(v["queued"], 0);
+    }
+);
+
+both_backends_with!(
+    production_refuses_private_addresses_when_subscribing_and_connecting,
+    ServerConfig {
+        mode: Mode::Production,
+        ..fast()
+    },
+    |t: TestServer| async move {
+        for url in [
+            "http://127.0.0.1:9/hook",
+            "http://10.1.2.3/hook",
+            "http://192.168.0.10/hook",
+            "http://169.254.169.254/latest",
+            "http://[::1]/hook",
+            "http://[fd00::1]/hook",
+            "http://0.0.0.0/hook",
+            "http://localhost:9/hook",
+        ] {
+            t.expect_error("wh/subscribe", json!({"url": url}), 400, "validation_error")
+                .await;
+        }
+        // A subscription whose name pointed elsewhere when it was made (DNS rebinding),
+        // and a literal address: both refused at connect time.
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        for url in [rx.url.clone(), format!("http://localhost:{}/hook", rx.port)] {
+            let now = common::now_micros();
+            let mut tx = t.store.begin().await.unwrap();
+            issuing_store::subscriptions::insert(
+                &mut tx,
+                &issuing_store::subscriptions::SubscriptionRecord {
+                    id: issuing_domain::ids::new_id(),
+                    project_id: t.creds.project_id.clone(),
+                    url,
+                    title: String::new(),
+                    event_types: vec![],
+                    active: true,
+                    created_at: now,
+                    updated_at: now,
+                    deactivated_at: None,
+                    deactivated_reason: None,
+                },
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+        }
+        let mut tx = t.store.begin().await.unwrap();
+        issuing_store::events::insert(
+            &mut tx,
+            &issuing_store::events::NewEvent {
+                project_id: &t.creds.project_id,
+                event_type: "card.freeze",
+                card_id: None,
+                order_id: None,
+                payload: &json!({"card_id": "c", "order_id": "o", "status": "frozen"}),
+                now: common::now_micros(),
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            let items = t.deliveries(json!({})).await;
+            assert_eq!(items.len(), 2);
+            if items
+                .iter()
+                .all(|d| d["attempts"].as_i64() >= Some(1) && d["last_error"].is_string())
+            {
+                let errors: Vec<&str> = items
+                    .iter()
+                    .map(|d| d["last_error"].as_str().unwrap())
+                    .collect();
+                assert!(
+                    errors.iter().any(|e| e.contains("non-public address")),
+                    "{errors:?}"
+                );
+                assert!(
+                    errors.iter().any(|e| e.contains("no public address")),
+                    "{errors:?}"
+                );
+                break;
+            }
+            assert!(start.elapsed() < WAIT, "{items:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            rx.received().is_empty(),
+            "nothing reached the private address"
+        );
+    }
+);
+
+/// Two server processes on one PostgreSQL database: every event is delivered, and no
+/// delivery is ever being attempted by both at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_postgres_deliver_everything_without_concurrent_attempts() {
+    let Some(t) = TestServer::start_with(common::Backend::Postgres, fast()).await else {
+        return;
+    };
+    let sibling = t.sibling_with(fast()).await;
+    let sibling_base = format!("http://{}", sibling.addr);
+    let rx = Receiver::start(&t.creds.api_secret).await;
+    // Slow answers and a first failure for many deliveries: attempts of both processes
+    // overlap in time, and retries are picked up by whichever process is free.
+    rx.hold(Duration::from_millis(200));
+    rx.script(&[Behaviour::Status(500); 10]);
+    t.subscribe(&rx.url).await;
+    let card = t.funded_card("ada").await;
+    for i in 0..30 {
+        let path = if i % 2 == 0 {
+            "cards/freeze"
+        } else {
+            "cards/unfreeze"
+        };
+        let base = if i % 3 == 0 { &sibling_base } else { &t.base };
+        let (s, v) = t
+            .call_on(
+                base,
+                &t.creds,
+                path,
+                json!({"card_id": card, "external_user_id": "ada"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let v = t.ok("wh/deliveries", json!({"state": "succeeded"})).await;
+        if v["total"] == 31 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let delivered: std::collections::HashSet<String> = rx
+        .delivered()
+        .iter()
+        .map(|e| e["delivery_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(delivered.len(), 31, "every event arrived");
+    assert!(
+        rx.overlaps().is_empty(),
+        "concurrent attempts of one delivery: {:?}",
+        rx.overlaps()
+    );
+    sibling.shutdown().await;
+}

@@ -1,0 +1,289 @@
+//! The webhook delivery worker: drains `webhook_deliveries`, at least once per delivery.
+//!
+//! One dispatcher per process claims due deliveries one attempt at a time (a lease and a
+//! fresh token per claim) and runs each attempt as its own task. At most
+//! `MAX_IN_FLIGHT` attempts run at once, and at most `PER_SUBSCRIPTION` to any one
+//! subscription, so a slow or dead receiver holds a few slots and never the rest. The
+//! lease outlasts the attempt's timeout, and an attempt that could no longer finish
+//! inside its lease is not started, so two workers never send the same attempt at once.
+//! A crashed worker's claims expire and are taken up again: nothing is lost, and a
+//! receiver may see a delivery twice (it deduplicates by `delivery_id`).
+
+use crate::state::AppState;
+use crate::webhooks::{http, payload};
+use issuing_domain::time::now_micros;
+use issuing_store::deliveries::{self, Claimed, Outcome};
+use issuing_store::{projects, subscriptions, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::{Id, JoinSet};
+
+/// Attempts in flight per process: each holds a socket and, briefly, a DB connection.
+const MAX_IN_FLIGHT: usize = 32;
+/// Attempts in flight per subscription and process.
+const PER_SUBSCRIPTION: usize = 4;
+const _: () = assert!(PER_SUBSCRIPTION < MAX_IN_FLIGHT);
+/// An idle dispatcher looks for due retries at least this often.
+const POLL: Duration = Duration::from_secs(1);
+/// How much longer than the attempt timeout a claim is held: room for loading the event
+/// and recording the outcome.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// An attempt starts only if it can end this long before its lease does.
+const START_SLACK: Duration = Duration::from_secs(2);
+const _: () = assert!(START_SLACK.as_secs() < LEASE_MARGIN.as_secs());
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+    let client = match http::client(state.config.mode, state.config.webhook_timeout) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the webhook HTTP client; no webhooks will be sent");
+            return;
+        }
+    };
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut slots = Slots::default();
+    loop {
+        while let Some(done) = tasks.try_join_next_with_id() {
+            slots.done(task_id(done));
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let mut wait = POLL;
+        if tasks.len() < MAX_IN_FLIGHT {
+            let skip = slots.saturated();
+            match claim(&state, &skip).await {
+                Ok(Some(claimed)) => {
+                    let sub = claimed.delivery.subscription_id.clone();
+                    let handle = tasks.spawn(attempt(state.clone(), client.clone(), claimed));
+                    slots.add(handle.id(), sub);
+                    continue;
+                }
+                Ok(None) if skip.is_empty() => wait = idle_wait(&state).await,
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "could not claim a webhook delivery"),
+            }
+        }
+        tokio::select! {
+            _ = state.deliveries_wakeup.notified() => {}
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => slots.done(task_id(done)),
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Attempts in flight end within their timeout; let them record their outcome.
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Which subscription each running attempt is for, and how many run per subscription.
+#[derive(Default)]
+struct Slots {
+    running: HashMap<Id, String>,
+    per_sub: HashMap<String, usize>,
+}
+
+impl Slots {
+    fn add(&mut self, id: Id, sub: String) {
+        *self.per_sub.entry(sub.clone()).or_default() += 1;
+        self.running.insert(id, sub);
+    }
+
+    fn done(&mut self, id: Id) {
+        let Some(sub) = self.running.remove(&id) else {
+            return;
+        };
+        if let Some(n) = self.per_sub.get_mut(&sub) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_sub.remove(&sub);
+            }
+        }
+    }
+
+    /// Subscriptions at their limit: the next claim passes over them.
+    fn saturated(&self) -> Vec<String> {
+        self.per_sub
+            .iter()
+            .filter(|(_, n)| **n >= PER_SUBSCRIPTION)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+}
+
+fn task_id(done: Result<(Id, ()), tokio::task::JoinError>) -> Id {
+    match done {
+        Ok((id, ())) => id,
+        Err(e) => {
+            tracing::error!(error = %e, "a webhook attempt task failed");
+            e.id()
+        }
+    }
+}
+
+/// How long an idle dispatcher may sleep: until the next due delivery, within bounds.
+async fn idle_wait(state: &AppState) -> Duration {
+    let due = async {
+        let mut conn = state.store.conn().await?;
+        deliveries::next_due(&mut conn).await
+    };
+    match due.await {
+        Ok(Some(at)) => {
+            let micros = u64::try_from(at.saturating_sub(now_micros())).unwrap_or(0);
+            // A due delivery nobody could claim is another process's: look again soon.
+            Duration::from_micros(micros).clamp(Duration::from_millis(50), POLL)
+        }
+        Ok(None) => POLL,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the next due delivery");
+            POLL
+        }
+    }
+}
+
+async fn claim(state: &AppState, skip: &[String]) -> Result<Option<Claimed>, StoreError> {
+    let now = now_micros();
+    let lease = micros(state.config.webhook_timeout + LEASE_MARGIN);
+    let mut tx = state.store.begin().await?;
+    let claimed =
+        deliveries::claim_next(&mut tx, state.store.backend(), now, now + lease, skip).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+async fn attempt(state: AppState, client: reqwest::Client, claimed: Claimed) {
+    let id = claimed.delivery.id.clone();
+    if let Err(e) = deliver(&state, &client, claimed).await {
+        // The claim expires and the attempt is made again.
+        tracing::warn!(delivery_id = %id, error = %e, "webhook attempt could not be completed; will retry");
+    }
+}
+
+async fn deliver(
+    state: &AppState,
+    client: &reqwest::Client,
+    claimed: Claimed,
+) -> Result<(), StoreError> {
+    let d = &claimed.delivery;
+    let (info, key) = {
+        let mut conn = state.store.conn().await?;
+        let info = deliveries::send_info(&mut conn, d).await?;
+        let key = projects::api_keys_of(&mut conn, &d.project_id)
+            .await?
+            .into_iter()
+            .next();
+        (info, key)
+    };
+    let Some(info) = info.filter(|i| i.subscription_active) else {
+        let outcome = ended("subscription is inactive");
+        return finish(state, &claimed, &outcome, false).await;
+    };
+    let Some(secret) = key
+        .as_ref()
+        .and_then(|k| state.master.open_secret(&k.secret_enc))
+    else {
+        // Nothing to seal with: the project has no usable key. Retried like any failure.
+        tracing::error!(project_id = %d.project_id, "no usable API key to seal a webhook with");
+        let outcome = retry_or_fail(state, d, None, "project has no usable API key".into());
+        return finish(state, &claimed, &outcome, false).await;
+    };
+    let api_key = key.map(|k| k.api_key).unwrap_or_default();
+    let deadline = claimed.locked_until - micros(START_SLACK);
+    if now_micros() + micros(state.config.webhook_timeout) > deadline {
+        let mut conn = state.store.conn().await?;
+        return deliveries::release(&mut conn, &claimed).await;
+    }
+    let plain = payload::plaintext(&d.event_type, &d.project_id, &d.id, &info.payload);
+    let sealed = issuing_envelope::seal(
+        &issuing_envelope::Key::from_secret(secret.expose()),
+        plain.to_string().as_bytes(),
+    );
+    let body = serde_json::json!({ "encrypted": sealed }).to_string();
+    let result = http::send(client, state.config.mode, &info.url, &api_key, body).await;
+    let status = result.status.map(i64::from);
+    let outcome = match &result.error {
+        None => Outcome {
+            state: "succeeded",
+            last_status: status,
+            last_error: None,
+            next_attempt_at: None,
+        },
+        Some(e) if result.gone() => Outcome {
+            state: "failed",
+            last_status: status,
+            last_error: Some(format!("{e}; subscription deactivated")),
+            next_attempt_at: None,
+        },
+        Some(e) => retry_or_fail(state, d, status, e.clone()),
+    };
+    tracing::debug!(delivery_id = %d.id, state = outcome.state, status = ?status, "webhook attempt");
+    finish(state, &claimed, &outcome, result.gone()).await
+}
+
+fn ended(reason: &str) -> Outcome {
+    Outcome {
+        state: "failed",
+        last_status: None,
+        last_error: Some(reason.to_owned()),
+        next_attempt_at: None,
+    }
+}
+
+/// After a failed attempt: again in `webhook_retry_interval`, unless that would be past
+/// `webhook_max_age` from the start of the delivery's window; then it has failed.
+fn retry_or_fail(
+    state: &AppState,
+    d: &deliveries::DeliveryRecord,
+    status: Option<i64>,
+    error: String,
+) -> Outcome {
+    let now = now_micros();
+    let next = now + micros(state.config.webhook_retry_interval);
+    if next > d.window_start + micros(state.config.webhook_max_age) {
+        Outcome {
+            state: "failed",
+            last_status: status,
+            last_error: Some(format!("{error}; gave up after webhook_max_age")),
+            next_attempt_at: None,
+        }
+    } else {
+        Outcome {
+            state: "pending",
+            last_status: status,
+            last_error: Some(error),
+            next_attempt_at: Some(next),
+        }
+    }
+}
+
+async fn finish(
+    state: &AppState,
+    claimed: &Claimed,
+    outcome: &Outcome,
+    gone: bool,
+) -> Result<(), StoreError> {
+    let d = &claimed.delivery;
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    let recorded = deliveries::record(&mut tx, claimed, outcome, now).await?;
+    if recorded && gone {
+        subscriptions::deactivate(
+            &mut tx,
+            &d.project_id,
+            &d.subscription_id,
+            "receiver answered 410 Gone",
+            now,
+        )
+        .await?;
+        tracing::info!(subscription_id = %d.subscription_id, "receiver answered 410 Gone; subscription deactivated");
+    }
+    tx.commit().await?;
+    if !recorded {
+        tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile");
+    }
+    Ok(())
+}

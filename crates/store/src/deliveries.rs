@@ -1,0 +1,370 @@
+//! Webhook deliveries: one row per (event, subscription), which is also the delivery
+//! worker's queue. A worker claims one attempt at a time with a lease and a fresh
+//! token; the attempt's outcome is written only while that token still holds the lease,
+//! so an attempt is never recorded twice, and a crashed worker's claim simply expires.
+
+use crate::query::{find_page, Filter, Source};
+use crate::{Backend, Conn, StoreError};
+use issuing_domain::ids::new_id;
+use issuing_wire::PageRequest;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+pub const SORT_KEYS: &[&str] = &["created_at", "updated_at"];
+pub const STATES: &[&str] = &["pending", "succeeded", "failed"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRecord {
+    pub id: String,
+    pub project_id: String,
+    pub event_id: String,
+    pub subscription_id: String,
+    pub event_type: String,
+    pub state: String,
+    pub attempts: i64,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_attempt_at: Option<i64>,
+    pub next_attempt_at: Option<i64>,
+    pub window_start: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+}
+
+fn from_row(r: &AnyRow) -> Result<DeliveryRecord, StoreError> {
+    Ok(DeliveryRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        event_id: r.try_get("event_id")?,
+        subscription_id: r.try_get("subscription_id")?,
+        event_type: r.try_get("event_type")?,
+        state: r.try_get("state")?,
+        attempts: r.try_get("attempts")?,
+        last_status: r.try_get("last_status")?,
+        last_error: r.try_get("last_error")?,
+        last_attempt_at: r.try_get("last_attempt_at")?,
+        next_attempt_at: r.try_get("next_attempt_at")?,
+        window_start: r.try_get("window_start")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        completed_at: r.try_get("completed_at")?,
+    })
+}
+
+/// Creates one pending delivery per active subscription of the project that wants this
+/// event type. Runs in the event's own transaction: a subscription receives exactly the
+/// events committed while it was active. Returns how many were created.
+pub async fn fan_out(
+    conn: &mut Conn,
+    project_id: &str,
+    event_id: &str,
+    event_type: &str,
+    now: i64,
+) -> Result<usize, StoreError> {
+    let subs = crate::subscriptions::active(conn, project_id).await?;
+    let mut n = 0;
+    for sub in subs
+        .iter()
+        .filter(|s| issuing_domain::webhooks::wants(&s.event_types, event_type))
+    {
+        sqlx::query(
+            "INSERT INTO webhook_deliveries (id, project_id, event_id, subscription_id, event_type, \
+             state, attempts, next_attempt_at, window_start, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $6, $6)",
+        )
+        .bind(new_id())
+        .bind(project_id)
+        .bind(event_id)
+        .bind(&sub.id)
+        .bind(event_type)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// A claimed attempt: the delivery and what is needed to send it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub delivery: DeliveryRecord,
+    /// The lease token this attempt's outcome must be written with.
+    pub token: String,
+    pub locked_until: i64,
+}
+
+/// Claims the next due delivery whose subscription is not in `skip` (subscriptions this
+/// process already sends to at its per-subscription limit). PostgreSQL's `SKIP LOCKED`
+/// lets several processes claim different deliveries at once; SQLite serialises claims
+/// under its write lock.
+pub async fn claim_next(
+    conn: &mut Conn,
+    backend: Backend,
+    now: i64,
+    lease_until: i64,
+    skip: &[String],
+) -> Result<Option<Claimed>, StoreError> {
+    let lock = match backend {
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let skip_sql = if skip.is_empty() {
+        String::new()
+    } else {
+        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 5)).collect();
+        format!(" AND subscription_id NOT IN ({})", ps.join(", "))
+    };
+    let sql = format!(
+        "UPDATE webhook_deliveries SET locked_until = $1, locked_by = $2, attempts = attempts + 1, \
+         last_attempt_at = $3, updated_at = $3 WHERE id = \
+         (SELECT id FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $4 \
+          AND (locked_until IS NULL OR locked_until < $4){skip_sql} \
+          ORDER BY next_attempt_at, id LIMIT 1{lock}) \
+         RETURNING *"
+    );
+    let token = new_id();
+    let mut q = sqlx::query(&sql)
+        .bind(lease_until)
+        .bind(&token)
+        .bind(now)
+        .bind(now);
+    for s in skip {
+        q = q.bind(s.as_str());
+    }
+    let row = q.fetch_optional(&mut *conn).await?;
+    let Some(row) = row else { return Ok(None) };
+    Ok(Some(Claimed {
+        delivery: from_row(&row)?,
+        token,
+        locked_until: lease_until,
+    }))
+}
+
+/// What an attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// `pending` (retry at `next_attempt_at`), `succeeded` or `failed`.
+    pub state: &'static str,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Option<i64>,
+}
+
+/// Writes an attempt's outcome and releases the claim. Fenced by the claim token: when
+/// the lease was lost (or the delivery was ended meanwhile, by unsubscribe), nothing is
+/// written and false is returned.
+pub async fn record(
+    conn: &mut Conn,
+    claimed: &Claimed,
+    outcome: &Outcome,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let completed_at = (outcome.state != "pending").then_some(now);
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET state = $1, last_status = $2, last_error = $3, \
+         next_attempt_at = $4, completed_at = $5, updated_at = $6, locked_until = NULL, locked_by = NULL \
+         WHERE id = $7 AND project_id = $8 AND locked_by = $9 AND state = 'pending'",
+    )
+    .bind(outcome.state)
+    .bind(outcome.last_status)
+    .bind(&outcome.last_error)
+    .bind(outcome.next_attempt_at)
+    .bind(completed_at)
+    .bind(now)
+    .bind(&claimed.delivery.id)
+    .bind(&claimed.delivery.project_id)
+    .bind(&claimed.token)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Gives a claim back untouched (the attempt was never sent), due again at once.
+pub async fn release(conn: &mut Conn, claimed: &Claimed) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET locked_until = NULL, locked_by = NULL, attempts = attempts - 1 \
+         WHERE id = $1 AND locked_by = $2",
+    )
+    .bind(&claimed.delivery.id)
+    .bind(&claimed.token)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn fail_pending_of_subscription(
+    conn: &mut Conn,
+    project_id: &str,
+    subscription_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, completed_at = $1, \
+         updated_at = $1, last_error = COALESCE(last_error, $2) \
+         WHERE project_id = $3 AND subscription_id = $4 AND state = 'pending'",
+    )
+    .bind(now)
+    .bind(reason)
+    .bind(project_id)
+    .bind(subscription_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// The earliest time a delivery can be claimed (a leased one when its lease ends), so
+/// an idle worker knows how long to sleep.
+pub async fn next_due(conn: &mut Conn) -> Result<Option<i64>, StoreError> {
+    let row = sqlx::query(
+        "SELECT MIN(CASE WHEN locked_until IS NOT NULL AND locked_until > next_attempt_at \
+         THEN locked_until ELSE next_attempt_at END) AS due \
+         FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get::<Option<i64>, _>("due")?)
+}
+
+/// What a worker needs to send a claimed delivery.
+#[derive(Debug, Clone)]
+pub struct SendInfo {
+    pub url: String,
+    pub subscription_active: bool,
+    pub payload: serde_json::Value,
+}
+
+pub async fn send_info(
+    conn: &mut Conn,
+    d: &DeliveryRecord,
+) -> Result<Option<SendInfo>, StoreError> {
+    let row = sqlx::query(
+        "SELECT e.payload, s.url, s.active FROM events e \
+         JOIN webhook_subscriptions s ON s.project_id = e.project_id AND s.id = $1 \
+         WHERE e.id = $2 AND e.project_id = $3",
+    )
+    .bind(&d.subscription_id)
+    .bind(&d.event_id)
+    .bind(&d.project_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let payload: String = row.try_get("payload")?;
+    let active: i64 = row.try_get("active")?;
+    Ok(Some(SendInfo {
+        url: row.try_get("url")?,
+        subscription_active: active != 0,
+        payload: serde_json::from_str(&payload)
+            .map_err(|e| StoreError::Corrupt(format!("event payload: {e}")))?,
+    }))
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<DeliveryRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM webhook_deliveries WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct DeliveryFilter {
+    pub subscription_ids: Vec<String>,
+    pub event_types: Vec<String>,
+    pub states: Vec<String>,
+    pub event_ids: Vec<String>,
+}
+
+pub async fn find(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    filter: &DeliveryFilter,
+    page: &PageRequest,
+) -> Result<(Vec<DeliveryRecord>, i64), StoreError> {
+    let mut f = Filter::for_project("project_id", project_id);
+    f.texts("subscription_id", &filter.subscription_ids);
+    f.texts("event_type", &filter.event_types);
+    f.texts("state", &filter.states);
+    f.texts("event_id", &filter.event_ids);
+    let sort = match page.sort_by {
+        "updated_at" => ("updated_at", false),
+        _ => ("created_at", false),
+    };
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source::table("webhook_deliveries"),
+        sort,
+        page,
+    )
+    .await?;
+    let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
+
+/// Queues one delivery again with the same id and a fresh retry window. Only
+/// deliveries of active subscriptions can be queued. Returns false when there is no
+/// such delivery of an active subscription in this project.
+pub async fn redeliver(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = $1, window_start = $1, \
+         completed_at = NULL, updated_at = $1 \
+         WHERE project_id = $2 AND id = $3 AND subscription_id IN \
+         (SELECT id FROM webhook_subscriptions WHERE project_id = $2 AND active = 1)",
+    )
+    .bind(now)
+    .bind(project_id)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Queues again every failed delivery (of active subscriptions) that ended at or after
+/// `since`, optionally of one subscription; at most `limit` of them, oldest first, so a
+/// caller can page through a large backlog by calling again. Returns how many.
+pub async fn redeliver_failed_since(
+    conn: &mut Conn,
+    project_id: &str,
+    since: i64,
+    subscription_id: Option<&str>,
+    limit: i64,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let by_sub = if subscription_id.is_some() {
+        " AND subscription_id = $5"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = $1, window_start = $1, \
+         completed_at = NULL, updated_at = $1 WHERE id IN \
+         (SELECT id FROM webhook_deliveries WHERE project_id = $2 AND state = 'failed' \
+          AND completed_at >= $3{by_sub} AND subscription_id IN \
+          (SELECT id FROM webhook_subscriptions WHERE project_id = $2 AND active = 1) \
+          ORDER BY completed_at, id LIMIT $4)"
+    );
+    let mut q = sqlx::query(&sql)
+        .bind(now)
+        .bind(project_id)
+        .bind(since)
+        .bind(limit);
+    if let Some(s) = subscription_id {
+        q = q.bind(s);
+    }
+    Ok(q.execute(&mut *conn).await?.rows_affected())
+}

@@ -1,0 +1,165 @@
+//! Webhook subscriptions of a project. Every query is scoped by project.
+
+use crate::query::{find_page, Filter, Source};
+use crate::{Backend, Conn, StoreError};
+use issuing_wire::PageRequest;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+pub const SORT_KEYS: &[&str] = &["created_at"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionRecord {
+    pub id: String,
+    pub project_id: String,
+    pub url: String,
+    pub title: String,
+    /// Empty means every event type.
+    pub event_types: Vec<String>,
+    pub active: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub deactivated_at: Option<i64>,
+    pub deactivated_reason: Option<String>,
+}
+
+fn from_row(r: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
+    let types: String = r.try_get("event_types")?;
+    let active: i64 = r.try_get("active")?;
+    Ok(SubscriptionRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        url: r.try_get("url")?,
+        title: r.try_get("title")?,
+        event_types: serde_json::from_str(&types)
+            .map_err(|e| StoreError::Corrupt(format!("subscription event_types: {e}")))?,
+        active: active != 0,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        deactivated_at: r.try_get("deactivated_at")?,
+        deactivated_reason: r.try_get("deactivated_reason")?,
+    })
+}
+
+/// Serialises subscription changes of one project (the active-subscription limit is
+/// checked under it). SQLite's write transaction already serialises everything.
+pub async fn lock_project(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+) -> Result<(), StoreError> {
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT id FROM projects WHERE id = $1 FOR UPDATE")
+            .bind(project_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+pub async fn count_active(conn: &mut Conn, project_id: &str) -> Result<i64, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE project_id = $1 AND active = 1",
+    )
+    .bind(project_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get("n")?)
+}
+
+pub async fn insert(conn: &mut Conn, s: &SubscriptionRecord) -> Result<(), StoreError> {
+    let types = serde_json::Value::from(s.event_types.clone()).to_string();
+    sqlx::query(
+        "INSERT INTO webhook_subscriptions (id, project_id, url, title, event_types, active, \
+         created_at, updated_at, deactivated_at, deactivated_reason) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(&s.id)
+    .bind(&s.project_id)
+    .bind(&s.url)
+    .bind(&s.title)
+    .bind(types)
+    .bind(i64::from(s.active))
+    .bind(s.created_at)
+    .bind(s.updated_at)
+    .bind(s.deactivated_at)
+    .bind(&s.deactivated_reason)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<SubscriptionRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM webhook_subscriptions WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The project's active subscriptions (at most `MAX_ACTIVE_SUBSCRIPTIONS`, enforced on
+/// insert), for fan-out.
+pub async fn active(
+    conn: &mut Conn,
+    project_id: &str,
+) -> Result<Vec<SubscriptionRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM webhook_subscriptions WHERE project_id = $1 AND active = 1 ORDER BY id",
+    )
+    .bind(project_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Deactivates a subscription and ends its pending deliveries as failed, in the
+/// caller's transaction. Returns false when it was already inactive.
+pub async fn deactivate(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_subscriptions SET active = 0, deactivated_at = $1, deactivated_reason = $2, \
+         updated_at = $1 WHERE project_id = $3 AND id = $4 AND active = 1",
+    )
+    .bind(now)
+    .bind(reason)
+    .bind(project_id)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    crate::deliveries::fail_pending_of_subscription(conn, project_id, id, reason, now).await?;
+    Ok(true)
+}
+
+pub async fn find(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    page: &PageRequest,
+) -> Result<(Vec<SubscriptionRecord>, i64), StoreError> {
+    let f = Filter::for_project("project_id", project_id);
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source::table("webhook_subscriptions"),
+        ("created_at", false),
+        page,
+    )
+    .await?;
+    let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
