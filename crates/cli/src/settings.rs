@@ -35,6 +35,7 @@ pub struct FileConfig {
     pub webhook_max_age: Option<u64>,
     /// Seconds one delivery attempt may take (1 to 10; CONTRACT default 10).
     pub webhook_timeout: Option<u64>,
+    pub hold_expiry: Option<u64>,
     pub max_body_bytes: Option<usize>,
     /// Subproviders and card products; the built-in sandbox catalog when absent.
     pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
@@ -209,6 +210,9 @@ pub struct ServerArgs {
     /// Seconds after which an undelivered webhook is marked failed.
     #[arg(long, env = "ISSUING_WEBHOOK_MAX_AGE")]
     pub webhook_max_age: Option<u64>,
+    /// Seconds an authorization may hold card funds before it expires.
+    #[arg(long, env = "ISSUING_HOLD_EXPIRY")]
+    pub hold_expiry: Option<u64>,
 }
 
 pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<ServerConfig> {
@@ -234,6 +238,12 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
             bail!("ISSUING_WEBHOOK_MAX_AGE must be at least 1 second");
         }
         config.webhook_max_age = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.hold_expiry.or(file.hold_expiry) {
+        if secs == 0 {
+            bail!("ISSUING_HOLD_EXPIRY must be at least 1 second");
+        }
+        config.hold_expiry = Duration::from_secs(secs);
     }
     if let Some(secs) = file.webhook_timeout {
         if !(1..=10).contains(&secs) {

@@ -9,8 +9,10 @@ use issuing_wire::Amount;
 pub enum AccountKind {
     /// The project's USDT master balance.
     Master,
-    /// Funds loaded onto one card.
+    /// Funds loaded onto one card, free to spend.
     Card,
+    /// A card's funds held by open authorizations: spent unless released.
+    CardHold,
     /// Topups paid from the master balance whose provider call has not finished yet:
     /// no longer the project's to spend, not yet on the card.
     InFlight,
@@ -27,6 +29,7 @@ impl AccountKind {
         match self {
             AccountKind::Master => "master",
             AccountKind::Card => "card",
+            AccountKind::CardHold => "card_hold",
             AccountKind::InFlight => "in_flight",
             AccountKind::FeeIncome => "fee_income",
             AccountKind::DepositSource => "deposit_source",
@@ -38,6 +41,7 @@ impl AccountKind {
         [
             AccountKind::Master,
             AccountKind::Card,
+            AccountKind::CardHold,
             AccountKind::InFlight,
             AccountKind::FeeIncome,
             AccountKind::DepositSource,
@@ -61,6 +65,14 @@ pub enum TransferKind {
     TopupFee,
     CardWithdraw,
     Refund,
+    /// An authorization holds card funds.
+    CardAuthHold,
+    /// A hold released: reversal, expiry, the unused part of a clearing, a closed card.
+    CardHoldRelease,
+    /// Card funds leave to the card network (clearing, force post).
+    CardSpend,
+    /// The card network returns funds to the card.
+    CardRefund,
 }
 
 impl TransferKind {
@@ -72,6 +84,10 @@ impl TransferKind {
             TransferKind::TopupFee => "fee",
             TransferKind::CardWithdraw => "card_withdraw",
             TransferKind::Refund => "refund",
+            TransferKind::CardAuthHold => "card_auth_hold",
+            TransferKind::CardHoldRelease => "card_hold_release",
+            TransferKind::CardSpend => "card_spend",
+            TransferKind::CardRefund => "card_refund",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! credentials, deposit addresses, users, KYC data and cardholder states, the card
 //! catalog, the ledger's posting rules and webhook subscriptions.
 
+pub mod card_tx;
 pub mod catalog;
 pub mod credentials;
 pub mod ids;

@@ -35,6 +35,8 @@ pub struct ServerConfig {
     pub webhook_max_age: Duration,
     /// Time one delivery attempt may take, connection included (CONTRACT §6: 10 s).
     pub webhook_timeout: Duration,
+    /// How long an authorization may hold funds before it expires (CONTRACT §9: 7 days).
+    pub hold_expiry: Duration,
     /// Subproviders and card products.
     pub catalog: Arc<Catalog>,
     /// Latency and failure injection of the sandbox provider.
@@ -54,6 +56,7 @@ impl Default for ServerConfig {
             webhook_retry_interval: Duration::from_secs(60),
             webhook_max_age: Duration::from_secs(3 * 24 * 3600),
             webhook_timeout: Duration::from_secs(10),
+            hold_expiry: Duration::from_secs(7 * 24 * 3600),
             catalog: Arc::new(Catalog::sandbox_default()),
             sandbox: SandboxConfig::default(),
             order_workers: 2,

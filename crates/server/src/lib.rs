@@ -8,6 +8,7 @@
 pub mod config;
 mod flows;
 pub mod master_key;
+mod network;
 mod pipeline;
 pub mod projects;
 pub mod provider;

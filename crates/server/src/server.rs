@@ -53,6 +53,7 @@ pub async fn start(
         tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
     }
     tasks.spawn(workers::deliveries::run(state.clone(), rx.clone()));
+    tasks.spawn(workers::holds::run(state.clone(), rx.clone()));
     if store.backend() == issuing_store::Backend::Postgres {
         tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
     }

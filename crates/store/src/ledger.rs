@@ -90,19 +90,88 @@ pub async fn project_balance(
     Ok(Amount::from_micros(row.try_get("balance")?))
 }
 
-/// The id and balance of a card's account.
+/// The id and balance of a card's account (its free funds).
 pub async fn card_account(
     conn: &mut Conn,
     project_id: &str,
     card_id: &str,
 ) -> Result<(String, Amount), StoreError> {
-    let row =
-        sqlx::query("SELECT id, balance FROM accounts WHERE project_id = $1 AND card_id = $2")
+    card_account_of_kind(conn, project_id, card_id, AccountKind::Card).await
+}
+
+/// The id and balance of a card's hold account (funds held by open authorizations).
+pub async fn card_hold_account(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(String, Amount), StoreError> {
+    card_account_of_kind(conn, project_id, card_id, AccountKind::CardHold).await
+}
+
+/// Locks a card's accounts (funds, then hold: the ledger's lock order) until the
+/// caller's transaction ends, so every card network message on one card is applied one
+/// after another on PostgreSQL. SQLite's write transaction already serialises them.
+pub async fn lock_card_accounts(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(), StoreError> {
+    let lock = if conn.backend_name() == "PostgreSQL" {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT id FROM accounts WHERE project_id = $1 AND card_id = $2 ORDER BY kind{lock}"
+    );
+    sqlx::query(&sql)
+        .bind(project_id)
+        .bind(card_id)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// A card's available and held funds, read together.
+pub async fn card_funds(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(Amount, Amount), StoreError> {
+    let rows =
+        sqlx::query("SELECT kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2")
             .bind(project_id)
             .bind(card_id)
-            .fetch_optional(&mut *conn)
-            .await?
-            .ok_or(StoreError::NotFound("card account"))?;
+            .fetch_all(&mut *conn)
+            .await?;
+    let (mut available, mut held) = (None, Amount::ZERO);
+    for r in rows {
+        let kind: String = r.try_get("kind")?;
+        let balance = Amount::from_micros(r.try_get("balance")?);
+        match AccountKind::parse(&kind) {
+            Some(AccountKind::Card) => available = Some(balance),
+            Some(AccountKind::CardHold) => held = balance,
+            _ => {}
+        }
+    }
+    Ok((available.ok_or(StoreError::NotFound("card account"))?, held))
+}
+
+async fn card_account_of_kind(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    kind: AccountKind,
+) -> Result<(String, Amount), StoreError> {
+    let row = sqlx::query(
+        "SELECT id, balance FROM accounts WHERE project_id = $1 AND card_id = $2 AND kind = $3",
+    )
+    .bind(project_id)
+    .bind(card_id)
+    .bind(kind.as_str())
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(StoreError::NotFound("card account"))?;
     Ok((
         row.try_get("id")?,
         Amount::from_micros(row.try_get("balance")?),
@@ -209,7 +278,8 @@ fn lock_rank(kind: &str) -> u8 {
         Some(AccountKind::DepositSource) => 3,
         Some(AccountKind::Network) => 4,
         Some(AccountKind::Card) => 5,
-        None => 6,
+        Some(AccountKind::CardHold) => 6,
+        None => 7,
     }
 }
 
@@ -345,6 +415,12 @@ pub enum Mismatch {
         balance: i64,
         entries_sum: i64,
     },
+    /// A card's hold account differs from the sum its open authorizations still hold.
+    HeldDiffers {
+        card_id: String,
+        held: i64,
+        open_auths: i64,
+    },
     Negative {
         account_id: String,
         kind: String,
@@ -362,6 +438,10 @@ impl std::fmt::Display for Mismatch {
                 f,
                 "account {account_id} ({kind}) has balance {balance} but its entries sum to {entries_sum}"
             ),
+            Mismatch::HeldDiffers { card_id, held, open_auths } => write!(
+                f,
+                "card {card_id} holds {held} but its open authorizations hold {open_auths}"
+            ),
             Mismatch::Negative { account_id, kind, balance } => {
                 write!(f, "account {account_id} ({kind}) is negative: {balance}")
             }
@@ -370,7 +450,8 @@ impl std::fmt::Display for Mismatch {
 }
 
 /// Checks every invariant of the ledger over the whole database: each transfer sums to
-/// zero, each balance equals the sum of its entries, no customer balance is negative.
+/// zero, each balance equals the sum of its entries, no customer balance is negative,
+/// and each card's held funds equal what its open authorizations hold.
 /// Reads in aggregate queries so it works on large ledgers without loading them.
 pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
     let mut found = Vec::new();
@@ -412,6 +493,24 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
                 account_id,
                 kind,
                 balance,
+            });
+        }
+    }
+    let rows = sqlx::query(
+        "SELECT a.card_id, a.balance, \
+         CAST(COALESCE((SELECT SUM(t.held) FROM card_transactions t WHERE t.card_id = a.card_id), 0) AS BIGINT) AS open_auths \
+         FROM accounts a WHERE a.kind = 'card_hold'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        let held: i64 = r.try_get("balance")?;
+        let open_auths: i64 = r.try_get("open_auths")?;
+        if held != open_auths {
+            found.push(Mismatch::HeldDiffers {
+                card_id: r.try_get("card_id")?,
+                held,
+                open_auths,
             });
         }
     }

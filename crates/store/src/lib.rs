@@ -6,6 +6,7 @@
 //! a state change, its ledger transfer and its outbox event always commit together.
 //! Every query on project data is scoped by `project_id`.
 
+pub mod card_txs;
 pub mod cardholders;
 pub mod cards;
 mod db;
@@ -20,6 +21,7 @@ pub mod projects;
 pub mod query;
 pub mod replay;
 pub mod sandbox;
+pub mod securements;
 pub mod settings;
 pub mod subscriptions;
 pub mod users;

@@ -37,6 +37,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0004_webhooks.sql"),
         postgres: include_str!("../migrations/postgres/0004_webhooks.sql"),
     },
+    Migration {
+        version: 5,
+        name: "card_transactions",
+        sqlite: include_str!("../migrations/sqlite/0005_card_transactions.sql"),
+        postgres: include_str!("../migrations/postgres/0005_card_transactions.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

@@ -41,6 +41,7 @@ pub enum ErrorSlug {
     OrderNotFound,
     SubscriptionNotFound,
     DeliveryNotFound,
+    TransactionNotFound,
     // Conflicts.
     UserAlreadyExists,
     CardholderAlreadyExists,
@@ -60,6 +61,7 @@ pub enum ErrorSlug {
     CurrencyMismatch,
     SubscriptionLimitReached,
     SubscriptionInactive,
+    InvalidTransactionState,
     // Server side.
     InternalError,
     ProviderError,
@@ -117,6 +119,8 @@ impl ErrorSlug {
             DeliveryNotFound => "delivery_not_found",
             SubscriptionLimitReached => "subscription_limit_reached",
             SubscriptionInactive => "subscription_inactive",
+            TransactionNotFound => "transaction_not_found",
+            InvalidTransactionState => "invalid_transaction_state",
             InternalError => "internal_error",
             ProviderError => "provider_error",
             TopupAttemptsExceeded => "topup_attempts_exceeded",
@@ -146,7 +150,7 @@ impl ErrorSlug {
             | ExternalUserIdRequired => 400,
             NotFound | ProjectNotFound | WalletNotFound | UserNotFound | SubproviderNotFound
             | CardholderNotFound | ProductNotFound | CardNotFound | OrderNotFound
-            | SubscriptionNotFound | DeliveryNotFound => 404,
+            | SubscriptionNotFound | DeliveryNotFound | TransactionNotFound => 404,
             UserAlreadyExists | CardholderAlreadyExists => 409,
             CardNotActive
             | CardUserMismatch
@@ -162,7 +166,8 @@ impl ErrorSlug {
             | AmountAboveMaximum
             | CurrencyMismatch
             | SubscriptionLimitReached
-            | SubscriptionInactive => 422,
+            | SubscriptionInactive
+            | InvalidTransactionState => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
             TopupAttemptsExceeded => 503,
@@ -218,6 +223,8 @@ impl ErrorSlug {
         ErrorSlug::DeliveryNotFound,
         ErrorSlug::SubscriptionLimitReached,
         ErrorSlug::SubscriptionInactive,
+        ErrorSlug::TransactionNotFound,
+        ErrorSlug::InvalidTransactionState,
         ErrorSlug::InternalError,
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,

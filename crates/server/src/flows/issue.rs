@@ -153,6 +153,14 @@ pub(crate) async fn create(
     };
     cards::insert(&mut tx, &card).await?;
     ledger::open_account(&mut tx, project_id, AccountKind::Card, Some(&card_id), now).await?;
+    ledger::open_account(
+        &mut tx,
+        project_id,
+        AccountKind::CardHold,
+        Some(&card_id),
+        now,
+    )
+    .await?;
 
     let fee_income = || Acct::Project(AccountKind::FeeIncome);
     let master = || Acct::Project(AccountKind::Master);

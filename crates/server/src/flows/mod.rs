@@ -1,10 +1,12 @@
 //! Business flows that combine the domain's rules with storage: each runs its checks,
 //! then makes its change, ledger transfer, order and outbox event in one transaction.
 
+pub(crate) mod close;
 pub(crate) mod issue;
 pub(crate) mod kyc;
 pub(crate) mod money;
 pub(crate) mod status;
+pub(crate) mod threeds;
 pub(crate) mod topup;
 
 use issuing_store::{cards, users, Conn};

@@ -244,7 +244,7 @@ pub(crate) async fn withdraw(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn new_order(
+pub(crate) fn new_order(
     project_id: &str,
     order_id: &str,
     order_type: &str,

@@ -93,6 +93,12 @@ pub trait Provider: Send + Sync {
         provider_card_id: &'a str,
         frozen: bool,
     ) -> BoxFuture<'a, Result<(), ProviderError>>;
+    /// Closes the card for good: the network declines it from then on.
+    fn close_card<'a>(
+        &'a self,
+        idempotency_key: &'a str,
+        provider_card_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), ProviderError>>;
     fn topup<'a>(
         &'a self,
         idempotency_key: &'a str,

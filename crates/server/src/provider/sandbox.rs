@@ -226,6 +226,18 @@ impl Provider for SandboxProvider {
         .boxed()
     }
 
+    fn close_card<'a>(
+        &'a self,
+        key: &'a str,
+        card: &'a str,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        async move {
+            self.simulate_call().await?;
+            self.record(key, "close", card, None).await.map(|_| ())
+        }
+        .boxed()
+    }
+
     fn topup<'a>(
         &'a self,
         key: &'a str,

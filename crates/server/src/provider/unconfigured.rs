@@ -34,6 +34,13 @@ impl Provider for UnconfiguredProvider {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         refused()
     }
+    fn close_card<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        refused()
+    }
     fn topup<'a>(
         &'a self,
         _: &'a str,

@@ -44,11 +44,13 @@ pub(crate) struct Card {
 }
 
 async fn balance_of(conn: &mut Conn, card: &CardRecord) -> Result<Balance, StoreError> {
-    let (_, balance) = ledger::card_account(conn, &card.project_id, &card.id).await?;
+    // Held funds sit in the card's hold account, so the card account is what is left
+    // to spend: available = balance − open holds.
+    let (available, pending) = ledger::card_funds(conn, &card.project_id, &card.id).await?;
     Ok(Balance {
         currency: card.card_currency.to_ascii_lowercase(),
-        available: balance,
-        pending: Amount::ZERO,
+        available,
+        pending,
     })
 }
 
@@ -308,6 +310,25 @@ pub(crate) async fn withdraw(
     .await
 }
 
+pub(crate) async fn close(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    RawRequest(raw): RawRequest,
+    Payload(req): Payload<crate::flows::close::CloseRequest>,
+) -> Result<Response, HttpError> {
+    let key = idempotency::key_from(&headers, &raw)?;
+    idempotency::run(
+        &state.store,
+        &caller.project_id,
+        "cards/close",
+        key,
+        &raw,
+        |token| crate::flows::close::close(&state, &caller.project_id, req, token),
+    )
+    .await
+}
+
 #[derive(Serialize)]
 struct ProductView {
     product_code: String,
@@ -361,4 +382,42 @@ pub(crate) async fn products(
     Ok(Json(
         json!({ "success": true, "items": items, "total": items.len() }),
     ))
+}
+
+/// cards/txs: the card's transactions in the `card_transaction` webhook shape, newest
+/// change first; `slug` filters on `card_tx_data.type`.
+pub(crate) async fn txs(
+    State(state): State<AppState>,
+    caller: Caller,
+    RawRequest(raw): RawRequest,
+) -> Result<Json<Page<serde_json::Value>>, HttpError> {
+    let r = CardRef::deserialize(raw.as_ref())
+        .map_err(|e| ApiError::validation(format!("invalid request: {e}")))?;
+    let page = PageRequest::parse(&raw, &["created_at"])?;
+    let slug = match raw.get("slug") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => None,
+        Some(serde_json::Value::String(s)) => Some(
+            issuing_domain::card_tx::TxKind::parse(s.trim())
+                .ok_or_else(|| ApiError::validation("slug must be one of: auth, reversal, refund"))?
+                .as_str()
+                .to_owned(),
+        ),
+        Some(_) => return Err(ApiError::validation("slug must be a string").into()),
+    };
+    let (card, mut conn) = load(&state, &caller, &r).await?;
+    let (items, total) = issuing_store::card_txs::for_card(
+        &mut conn,
+        state.store.backend(),
+        &caller.project_id,
+        &card.id,
+        &slug.into_iter().collect::<Vec<_>>(),
+        &page,
+    )
+    .await?;
+    let items = items
+        .iter()
+        .map(|t| crate::network::view::item(t, &card))
+        .collect();
+    Ok(Json(Page::new(items, total, &page)))
 }

@@ -6,12 +6,15 @@ mod cards;
 mod filters;
 pub(crate) mod orders;
 mod project;
+mod simulate;
 mod system;
+mod threeds;
 mod users;
 mod webhooks;
 
 use crate::pipeline::{envelope_layer, HttpError};
 use crate::state::AppState;
+use crate::Mode;
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use issuing_wire::{ApiError, ErrorSlug};
@@ -39,12 +42,23 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/cards/unfreeze", post(cards::unfreeze))
         .route("/cards/topup", post(cards::topup))
         .route("/cards/withdraw", post(cards::withdraw))
+        .route("/cards/txs", post(cards::txs))
+        .route("/cards/close", post(cards::close))
+        .route("/cards/3ds/confirm", post(threeds::confirm))
         .route("/orders/check", post(orders::check))
         .route("/wh/subscribe", post(webhooks::subscribe))
         .route("/wh/unsubscribe", post(webhooks::unsubscribe))
         .route("/wh/subscriptions", post(webhooks::list))
         .route("/wh/deliveries", post(webhooks::deliveries))
-        .route("/wh/redeliver", post(webhooks::redeliver))
+        .route("/wh/redeliver", post(webhooks::redeliver));
+    // CONTRACT §7: the simulation endpoints exist only in the sandbox; in production
+    // they are unknown paths (404).
+    let api = if state.config.mode == Mode::Sandbox {
+        api.merge(simulate_routes())
+    } else {
+        api
+    };
+    let api = api
         .fallback(unknown_endpoint)
         .method_not_allowed_fallback(wrong_method)
         .layer(middleware::from_fn_with_state(
@@ -59,6 +73,17 @@ pub(crate) fn router(state: AppState) -> Router {
             "/health",
             get(|| async { Json(serde_json::json!({"success": true, "status": "ok"})) }),
         )
+}
+
+/// The card network simulator: thin callers of the same entry points a provider adapter
+/// would call.
+fn simulate_routes() -> Router<AppState> {
+    Router::new()
+        .route("/simulate/cards/auth", post(simulate::auth))
+        .route("/simulate/cards/clear", post(simulate::clear))
+        .route("/simulate/cards/reversal", post(simulate::reversal))
+        .route("/simulate/cards/refund", post(simulate::refund))
+        .route("/simulate/cards/3ds", post(threeds::simulate))
 }
 
 /// Every endpoint is POST (spec: Endpoints).

@@ -2,5 +2,6 @@
 
 pub(crate) mod cleanup;
 pub(crate) mod deliveries;
+pub(crate) mod holds;
 pub(crate) mod orders;
 pub(crate) mod wakeup;

@@ -1,0 +1,248 @@
+//! Card transactions and the card network messages already applied to them. Every
+//! query is scoped by project. State changes are conditional on the state they were
+//! read in, so two messages racing on one transaction never both apply.
+
+use crate::query::{find_page, Filter, Source};
+use crate::{Backend, Conn, StoreError};
+use issuing_wire::PageRequest;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardTxRecord {
+    pub id: String,
+    pub project_id: String,
+    pub card_id: String,
+    /// `auth`, `reversal` or `refund`.
+    pub tx_kind: String,
+    /// `pending`, `approved` or `declined`.
+    pub status: String,
+    pub tx_type: String,
+    pub auth_amount: i64,
+    /// Still held for this transaction; non-zero only while it is an open auth.
+    pub held: i64,
+    /// `card_tx_data.card_amount` now.
+    pub card_amount: i64,
+    pub cleared: i64,
+    pub refunded: i64,
+    pub original_transaction_id: Option<String>,
+    /// JSON object: `name`, `mcc`, `country`.
+    pub merchant: serde_json::Value,
+    pub merchant_currency: String,
+    pub merchant_amount: i64,
+    pub failure_reason: Option<String>,
+    /// When an open hold expires; None once the hold is gone.
+    pub hold_expires_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+fn from_row(r: &AnyRow) -> Result<CardTxRecord, StoreError> {
+    let merchant: String = r.try_get("merchant")?;
+    Ok(CardTxRecord {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        card_id: r.try_get("card_id")?,
+        tx_kind: r.try_get("tx_kind")?,
+        status: r.try_get("status")?,
+        tx_type: r.try_get("tx_type")?,
+        auth_amount: r.try_get("auth_amount")?,
+        held: r.try_get("held")?,
+        card_amount: r.try_get("card_amount")?,
+        cleared: r.try_get("cleared")?,
+        refunded: r.try_get("refunded")?,
+        original_transaction_id: r.try_get("original_transaction_id")?,
+        merchant: serde_json::from_str(&merchant)
+            .map_err(|e| StoreError::Corrupt(format!("card transaction merchant: {e}")))?,
+        merchant_currency: r.try_get("merchant_currency")?,
+        merchant_amount: r.try_get("merchant_amount")?,
+        failure_reason: r.try_get("failure_reason")?,
+        hold_expires_at: r.try_get("hold_expires_at")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO card_transactions (id, project_id, card_id, tx_kind, status, tx_type, auth_amount, \
+         held, card_amount, cleared, refunded, original_transaction_id, merchant, merchant_currency, \
+         merchant_amount, failure_reason, hold_expires_at, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+    )
+    .bind(&t.id)
+    .bind(&t.project_id)
+    .bind(&t.card_id)
+    .bind(&t.tx_kind)
+    .bind(&t.status)
+    .bind(&t.tx_type)
+    .bind(t.auth_amount)
+    .bind(t.held)
+    .bind(t.card_amount)
+    .bind(t.cleared)
+    .bind(t.refunded)
+    .bind(&t.original_transaction_id)
+    .bind(t.merchant.to_string())
+    .bind(&t.merchant_currency)
+    .bind(t.merchant_amount)
+    .bind(&t.failure_reason)
+    .bind(t.hold_expires_at)
+    .bind(t.created_at)
+    .bind(t.updated_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<CardTxRecord>, StoreError> {
+    let row = sqlx::query("SELECT * FROM card_transactions WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Writes `next` over `prev` only if the row still is `prev` (same kind, status, held,
+/// cleared and refunded amounts). False means another message changed it first.
+pub async fn update(
+    conn: &mut Conn,
+    prev: &CardTxRecord,
+    next: &CardTxRecord,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE card_transactions SET tx_kind = $1, status = $2, tx_type = $3, held = $4, \
+         card_amount = $5, cleared = $6, refunded = $7, failure_reason = $8, hold_expires_at = $9, \
+         updated_at = $10 \
+         WHERE id = $11 AND project_id = $12 AND tx_kind = $13 AND status = $14 AND held = $15 \
+         AND cleared = $16 AND refunded = $17",
+    )
+    .bind(&next.tx_kind)
+    .bind(&next.status)
+    .bind(&next.tx_type)
+    .bind(next.held)
+    .bind(next.card_amount)
+    .bind(next.cleared)
+    .bind(next.refunded)
+    .bind(&next.failure_reason)
+    .bind(next.hold_expires_at)
+    .bind(next.updated_at)
+    .bind(&prev.id)
+    .bind(&prev.project_id)
+    .bind(&prev.tx_kind)
+    .bind(&prev.status)
+    .bind(prev.held)
+    .bind(prev.cleared)
+    .bind(prev.refunded)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A card's open authorizations (funds held), oldest first, bounded.
+pub async fn open_auths_of_card(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    limit: i64,
+) -> Result<Vec<CardTxRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM card_transactions WHERE project_id = $1 AND card_id = $2 AND held > 0 \
+         ORDER BY created_at, id LIMIT $3",
+    )
+    .bind(project_id)
+    .bind(card_id)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Holds whose expiry has passed, oldest first (across projects: the expiry worker).
+pub async fn expired_holds(
+    conn: &mut Conn,
+    now: i64,
+    limit: i64,
+) -> Result<Vec<CardTxRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM card_transactions WHERE hold_expires_at IS NOT NULL AND hold_expires_at <= $1 \
+         ORDER BY hold_expires_at, id LIMIT $2",
+    )
+    .bind(now)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// A card's transactions as `cards/txs` lists them: newest change first, optionally of
+/// one `card_tx_data.type`.
+pub async fn for_card(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    card_id: &str,
+    kinds: &[String],
+    page: &PageRequest,
+) -> Result<(Vec<CardTxRecord>, i64), StoreError> {
+    let mut f = Filter::for_project("project_id", project_id);
+    f.eq("card_id", crate::query::Arg::Text(card_id.to_owned()));
+    f.texts("tx_kind", kinds);
+    let (rows, total) = find_page(
+        conn,
+        backend,
+        f,
+        Source::table("card_transactions"),
+        ("updated_at", false),
+        page,
+    )
+    .await?;
+    let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
+
+/// The transaction a network message was already applied to, if it was.
+pub async fn message_applied(
+    conn: &mut Conn,
+    project_id: &str,
+    message_id: &str,
+) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "SELECT transaction_id FROM card_network_messages WHERE project_id = $1 AND message_id = $2",
+    )
+    .bind(project_id)
+    .bind(message_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(|r| r.try_get("transaction_id")).transpose()?)
+}
+
+/// Records a network message as applied, in the transaction that applies it. A
+/// concurrent copy of the same message fails here with `Conflict` and rolls back.
+pub async fn record_message(
+    conn: &mut Conn,
+    project_id: &str,
+    message_id: &str,
+    transaction_id: &str,
+    kind: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO card_network_messages (project_id, message_id, transaction_id, kind, created_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(project_id)
+    .bind(message_id)
+    .bind(transaction_id)
+    .bind(kind)
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::from_write)?;
+    Ok(())
+}
