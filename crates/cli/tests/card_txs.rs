@@ -495,3 +495,776 @@ both_backends!(
         assert_eq!((s, v["error_slug"].as_str()), (404, Some("card_not_found")));
     }
 );
+
+both_backends!(
+    parallel_auths_never_spend_the_same_money,
+    |t: TestServer| async move {
+        let card = t.card_with("ada", 37).await;
+        let t = std::sync::Arc::new(t);
+        let mut calls = Vec::new();
+        for _ in 0..100 {
+            let (t, card) = (t.clone(), card.clone());
+            calls.push(tokio::spawn(async move { t.auth(&card, json!("1")).await }));
+        }
+        let mut approved = 0;
+        let mut declined = 0;
+        for c in calls {
+            let v = c.await.unwrap();
+            match v["transaction"]["card_tx_data"]["status"].as_str() {
+                Some("pending") => approved += 1,
+                Some("declined") => {
+                    assert_eq!(
+                        v["transaction"]["card_tx_data"]["failure_reason"],
+                        "insufficient_funds"
+                    );
+                    declined += 1
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((approved, declined), (37, 63));
+        assert_eq!(t.funds("ada", &card).await, funds("0.00", "37.00"));
+        t.verify_ledger().await;
+    }
+);
+
+both_backends!(
+    a_clear_and_a_reversal_racing_on_one_auth_one_wins,
+    |t: TestServer| async move {
+        let card = t.card_with("ada", 100).await;
+        let t = std::sync::Arc::new(t);
+        for _ in 0..10 {
+            let a = tx_id(&t.auth(&card, json!("5")).await);
+            let (t1, t2) = (t.clone(), t.clone());
+            let (a1, a2) = (a.clone(), a.clone());
+            let clear = tokio::spawn(async move {
+                t1.call("simulate/cards/clear", json!({"transactionId": a1}))
+                    .await
+            });
+            let reverse = tokio::spawn(async move {
+                t2.call("simulate/cards/reversal", json!({"transactionId": a2}))
+                    .await
+            });
+            let (c, r) = (clear.await.unwrap(), reverse.await.unwrap());
+            let wins = [&c, &r].iter().filter(|(s, _)| *s == 200).count();
+            assert_eq!(wins, 1, "exactly one wins: {c:?} {r:?}");
+            for (s, v) in [&c, &r] {
+                if *s != 200 {
+                    assert_eq!(
+                        (*s, v["error_slug"].as_str()),
+                        (422, Some("invalid_transaction_state"))
+                    );
+                }
+            }
+            assert_eq!(t.funds("ada", &card).await.1, "0.00");
+        }
+        t.verify_ledger().await;
+    }
+);
+
+both_backends!(
+    a_replayed_network_message_posts_once,
+    |t: TestServer| async move {
+        let card = t.card_with("ada", 50).await;
+        let auth =
+            json!({"card_id": card, "transactionAmount": "10", "network_message_id": "net-auth-1"});
+        let first = t.ok("simulate/cards/auth", auth.clone()).await;
+        let again = t.ok("simulate/cards/auth", auth).await;
+        assert_eq!(first["transactionId"], again["transactionId"]);
+        assert_eq!(
+            t.funds("ada", &card).await,
+            funds("40.00", "10.00"),
+            "held once"
+        );
+        let a = tx_id(&first);
+        let clear =
+            json!({"transactionId": a, "billAmount": "8", "network_message_id": "net-clear-1"});
+        t.ok("simulate/cards/clear", clear.clone()).await;
+        let replay = t.ok("simulate/cards/clear", clear).await;
+        assert_eq!(
+            replay["transaction"]["card_tx_data"]["status"], "approved",
+            "the replay answers the transaction"
+        );
+        assert_eq!(
+            t.funds("ada", &card).await,
+            funds("42.00", "0.00"),
+            "cleared once"
+        );
+        let refund =
+            json!({"transactionId": a, "amount": "3", "network_message_id": "net-refund-1"});
+        let r1 = t.ok("simulate/cards/refund", refund.clone()).await;
+        let r2 = t.ok("simulate/cards/refund", refund).await;
+        assert_eq!(r1["transactionId"], r2["transactionId"]);
+        assert_eq!(t.funds("ada", &card).await.0, "45.00", "refunded once");
+        // Concurrent copies of one message: one posting.
+        let t = std::sync::Arc::new(t);
+        let mut calls = Vec::new();
+        for _ in 0..8 {
+            let (t, card) = (t.clone(), card.clone());
+            calls.push(tokio::spawn(async move {
+            t.ok("simulate/cards/auth", json!({"card_id": card, "transactionAmount": "1", "network_message_id": "net-auth-2"})).await
+        }));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for c in calls {
+            ids.insert(
+                c.await.unwrap()["transactionId"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        assert_eq!(ids.len(), 1);
+        assert_eq!(t.funds("ada", &card).await, funds("44.00", "1.00"));
+        assert_eq!(
+            t.txs("ada", &card, json!({"slug": "auth"})).await["total"],
+            2
+        );
+        t.verify_ledger().await;
+    }
+);
+
+both_backends!(
+    partial_reversal_force_post_and_unlinked_refund,
+    |t: TestServer| async move {
+        let card = t.card_with("ada", 50).await;
+        let a = tx_id(&t.auth(&card, json!("20")).await);
+        let v = t
+            .ok(
+                "simulate/cards/reversal",
+                json!({"transactionId": a, "amount": "5"}),
+            )
+            .await;
+        assert_eq!(
+            v["transaction"]["tx_type"],
+            "transaction_updated_auth_pending"
+        );
+        assert_eq!(v["transaction"]["card_tx_data"]["card_amount"], json!(15.0));
+        assert_eq!(t.funds("ada", &card).await, funds("35.00", "15.00"));
+        t.expect_error(
+            "simulate/cards/reversal",
+            json!({"transactionId": a, "amount": "15.01"}),
+            400,
+            "invalid_amount",
+        )
+        .await;
+        let v = t
+            .ok("simulate/cards/reversal", json!({"transactionId": a}))
+            .await;
+        assert_eq!(v["transaction"]["card_tx_data"]["type"], "reversal");
+        assert_eq!(t.funds("ada", &card).await, funds("50.00", "0.00"));
+
+        let v = t
+            .ok(
+                "simulate/cards/clear",
+                json!({"card_id": card, "billAmount": "12.5"}),
+            )
+            .await;
+        assert_eq!(
+            v["transaction"]["tx_type"],
+            "transaction_created_auth_approved"
+        );
+        assert_eq!(v["transaction"]["card_tx_data"]["auth_type"], "force_post");
+        assert_eq!(t.funds("ada", &card).await, funds("37.50", "0.00"));
+        let fp = tx_id(&v);
+        t.ok(
+            "simulate/cards/refund",
+            json!({"transactionId": fp, "amount": "2.5"}),
+        )
+        .await;
+        t.expect_error(
+            "simulate/cards/clear",
+            json!({"card_id": card, "billAmount": "1000"}),
+            403,
+            "insufficient_funds",
+        )
+        .await;
+        t.expect_error(
+            "simulate/cards/clear",
+            json!({"card_id": card}),
+            400,
+            "invalid_amount",
+        )
+        .await;
+
+        let v = t
+            .ok(
+                "simulate/cards/refund",
+                json!({"card_id": card, "amount": "7"}),
+            )
+            .await;
+        assert_eq!(
+            v["transaction"]["tx_type"],
+            "transaction_created_refund_approved"
+        );
+        assert!(v["transaction"]["card_tx_data"]
+            .get("original_transaction_id")
+            .is_none());
+        assert_eq!(t.funds("ada", &card).await, funds("47.00", "0.00"));
+        t.expect_error(
+            "simulate/cards/refund",
+            json!({"card_id": card}),
+            400,
+            "invalid_amount",
+        )
+        .await;
+        t.verify_ledger().await;
+    }
+);
+
+both_backends_with!(
+    holds_expire_into_reversals,
+    ServerConfig {
+        hold_expiry: Duration::from_secs(1),
+        ..Default::default()
+    },
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.ok(
+            "wh/subscribe",
+            json!({"url": rx.url, "event_types": ["card_transaction"]}),
+        )
+        .await;
+        let card = t.card_with("ada", 30).await;
+        let a = tx_id(&t.auth(&card, json!("12")).await);
+        let cleared = tx_id(&t.auth(&card, json!("3")).await);
+        t.ok("simulate/cards/clear", json!({"transactionId": cleared}))
+            .await;
+        let start = std::time::Instant::now();
+        loop {
+            let items = t.txs("ada", &card, json!({"slug": "reversal"})).await;
+            if items["total"] == 1 {
+                let item = &items["items"][0];
+                assert_eq!(item["transaction_id"], json!(a));
+                assert_eq!(item["tx_type"], "transaction_updated_reversal_approved");
+                assert_eq!(item["card_tx_data"]["failure_reason"], "expired");
+                assert_eq!(item["card_tx_data"]["status"], "approved");
+                break;
+            }
+            assert!(start.elapsed() < WAIT, "the hold never expired");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(t.funds("ada", &card).await, funds("27.00", "0.00"));
+        t.expect_error(
+            "simulate/cards/clear",
+            json!({"transactionId": a}),
+            422,
+            "invalid_transaction_state",
+        )
+        .await;
+        rx.wait_until("the expiry webhook", WAIT, |r| {
+            r.iter().any(|x| {
+                x.event["transaction_id"] == a
+                    && x.event["card_tx_data"]["failure_reason"] == "expired"
+            })
+        })
+        .await;
+        t.verify_ledger().await;
+    }
+);
+
+both_backends_with!(
+    simulation_endpoints_do_not_exist_in_production,
+    ServerConfig {
+        mode: Mode::Production,
+        ..Default::default()
+    },
+    |t: TestServer| async move {
+        for path in [
+            "simulate/cards/auth",
+            "simulate/cards/clear",
+            "simulate/cards/reversal",
+            "simulate/cards/refund",
+            "simulate/cards/3ds",
+        ] {
+            t.expect_error(
+                path,
+                json!({"card_id": "x", "transactionAmount": "1"}),
+                404,
+                "not_found",
+            )
+            .await;
+        }
+    }
+);
+
+both_backends!(
+    closing_a_card_releases_holds_and_returns_its_funds,
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.ok("wh/subscribe", json!({"url": rx.url})).await;
+        let card = t.card_with("ada", 40).await;
+        let spent = tx_id(&t.auth(&card, json!("10")).await);
+        t.ok("simulate/cards/clear", json!({"transactionId": spent}))
+            .await;
+        let open = tx_id(&t.auth(&card, json!("5")).await);
+        let master_before: f64 = t.balance().await.parse().unwrap();
+        t.expect_error(
+            "cards/close",
+            json!({"card_id": card}),
+            400,
+            "idempotency_key_required",
+        )
+        .await;
+        let close_req = json!({"card_id": card, "external_user_id": "ada", "reason": "lost", "idempotency_key": "close-1"});
+        let v = t.ok("cards/close", close_req.clone()).await;
+        assert_eq!(v["status"], "closed");
+        assert!(v["closed_at"].is_string());
+        assert_eq!(v["order"]["order_type"], "card_status_change");
+        assert_eq!(v["order"]["data"]["to"], "closed");
+        assert_eq!(v["order"]["data"]["reason"], "lost");
+        assert_eq!(v["withdraw_order"]["order_type"], "card_withdraw");
+        assert_eq!(v["withdraw_order"]["data"]["amount"], "30.00");
+        let again = t.ok("cards/close", close_req).await;
+        assert_eq!(again, v, "the same key answers the same response");
+        t.wait_order(v["withdraw_order"]["order_id"].as_str().unwrap())
+            .await;
+        let master_after: f64 = t.balance().await.parse().unwrap();
+        assert!(
+            (master_after - master_before - 30.0).abs() < 1e-9,
+            "{master_before} → {master_after}"
+        );
+        assert_eq!(t.funds("ada", &card).await, funds("0.00", "0.00"));
+        let got = t
+            .ok(
+                "cards/get",
+                json!({"card_id": card, "external_user_id": "ada"}),
+            )
+            .await;
+        assert_eq!(got["status"], "closed");
+        assert!(got["closed_at"].is_string());
+        let released = t.txs("ada", &card, json!({"slug": "reversal"})).await;
+        assert_eq!(released["items"][0]["transaction_id"], json!(open));
+        assert_eq!(
+            released["items"][0]["card_tx_data"]["failure_reason"],
+            "card_closed"
+        );
+
+        // closed is final.
+        let v = t.auth(&card, json!("1")).await;
+        assert_eq!(
+            v["transaction"]["card_tx_data"]["failure_reason"],
+            "card_not_active"
+        );
+        let (s, v) = t.topup(&card, json!("10"), "after-close").await;
+        assert_eq!(
+            (s, v["error_slug"].as_str()),
+            (422, Some("card_not_active"))
+        );
+        t.expect_error(
+            "cards/freeze",
+            json!({"card_id": card, "external_user_id": "ada"}),
+            422,
+            "invalid_status_transition",
+        )
+        .await;
+        t.expect_error(
+            "cards/unfreeze",
+            json!({"card_id": card, "external_user_id": "ada"}),
+            422,
+            "invalid_status_transition",
+        )
+        .await;
+        t.expect_error(
+            "cards/close",
+            json!({"card_id": card, "idempotency_key": "close-2"}),
+            422,
+            "invalid_status_transition",
+        )
+        .await;
+        // A refund of an earlier purchase still lands on it.
+        t.ok(
+            "simulate/cards/refund",
+            json!({"transactionId": spent, "amount": "4"}),
+        )
+        .await;
+        assert_eq!(t.funds("ada", &card).await.0, "4.00");
+
+        rx.wait_until("card.close", WAIT, |r| {
+            r.iter().any(|x| x.event["event_type"] == "card.close")
+        })
+        .await;
+        let close = rx
+            .delivered()
+            .into_iter()
+            .find(|e| e["event_type"] == "card.close")
+            .unwrap();
+        assert_eq!(close["data"]["card_id"], json!(card));
+        assert_eq!(close["data"]["status"], "closed");
+        assert_eq!(close["data"]["order_id"], v_order_id(&t, &card).await);
+
+        // A restricted card holding funds cannot be closed (its provider cannot withdraw).
+        let restricted = t.active_card("bob", "virtual_usd_restricted").await;
+        let (s, v) = t.topup(&restricted, json!("10"), "fund-bob").await;
+        assert_eq!(s, 200, "{v}");
+        t.wait_order(v["order_id"].as_str().unwrap()).await;
+        t.expect_error(
+            "cards/close",
+            json!({"card_id": restricted, "idempotency_key": "close-3"}),
+            422,
+            "provider_withdraw_not_supported",
+        )
+        .await;
+        let other = t.new_project("other").await;
+        let (s, v) = t
+            .call_as(
+                &other,
+                "cards/close",
+                json!({"card_id": restricted, "idempotency_key": "x"}),
+            )
+            .await;
+        assert_eq!((s, v["error_slug"].as_str()), (404, Some("card_not_found")));
+        t.verify_ledger().await;
+    }
+);
+
+/// The card_status_change order that closed the card.
+async fn v_order_id(t: &TestServer, card: &str) -> Value {
+    let (id,): (String,) = sqlx::query_as(
+        "SELECT id FROM orders WHERE card_id = $1 AND order_type = 'card_status_change'",
+    )
+    .bind(card)
+    .fetch_one(t.store.pool())
+    .await
+    .unwrap();
+    json!(id)
+}
+
+// ---------------------------------------------------------------------------------
+// Property test: random topup / withdraw / auth / clear / reverse / refund / expire
+// sequences on one card against a model, with the ledger verified after every step.
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Topup(i64),
+    Withdraw(i64),
+    Auth(i64),
+    /// Clear transaction `tx` (index into those made so far) at `pct` percent of its
+    /// hold (None: the hold).
+    Clear {
+        tx: usize,
+        pct: Option<i64>,
+    },
+    Reverse {
+        tx: usize,
+        pct: Option<i64>,
+    },
+    Refund {
+        tx: usize,
+        pct: Option<i64>,
+    },
+    Expire {
+        tx: usize,
+    },
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let pct = prop::option::of(1i64..=150);
+    prop_oneof![
+        2 => (10i64..=60).prop_map(|u| Op::Topup(u * 1_000_000)),
+        1 => (1i64..=40_000_000).prop_map(Op::Withdraw),
+        5 => (1i64..=50_000_000).prop_map(Op::Auth),
+        3 => (any::<usize>(), pct.clone()).prop_map(|(tx, pct)| Op::Clear { tx, pct }),
+        2 => (any::<usize>(), pct.clone()).prop_map(|(tx, pct)| Op::Reverse { tx, pct }),
+        2 => (any::<usize>(), pct).prop_map(|(tx, pct)| Op::Refund { tx, pct }),
+        1 => any::<usize>().prop_map(|tx| Op::Expire { tx }),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct ModelTx {
+    id: String,
+    /// auth / reversal / refund, pending / approved / declined
+    kind: &'static str,
+    status: &'static str,
+    held: i64,
+    cleared: i64,
+    refunded: i64,
+}
+
+fn micros(s: &str) -> i64 {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let frac = format!("{frac:0<6}");
+    whole.parse::<i64>().unwrap() * 1_000_000 + frac[..6].parse::<i64>().unwrap()
+}
+
+fn dec(m: i64) -> String {
+    format!("{}.{:06}", m / 1_000_000, m % 1_000_000)
+}
+
+both_backends_with!(
+    random_card_transaction_sequences_keep_the_books,
+    ServerConfig {
+        hold_expiry: Duration::from_secs(3600),
+        ..Default::default()
+    },
+    |t: TestServer| async move {
+        const CASES: u32 = 8;
+        let mut runner = TestRunner::default();
+        let strategy = prop::collection::vec(op_strategy(), 10..=30);
+        let mut counts = std::collections::BTreeMap::new();
+        for case in 0..CASES {
+            let ops = strategy.new_tree(&mut runner).unwrap().current();
+            let user = format!("u{case}");
+            let card = t.card_with(&user, 50).await;
+            let (mut available, mut txs) = (50_000_000i64, Vec::<ModelTx>::new());
+            for (step, op) in ops.iter().enumerate() {
+                let ctx = format!("case {case} step {step} {op:?} in {ops:?}");
+                let pick = |i: usize| (!txs.is_empty()).then(|| i % txs.len());
+                let outcome: &str = match op.clone() {
+                    Op::Topup(a) => {
+                        let (s, v) = t
+                            .topup(&card, json!(dec(a)), &format!("p{case}-{step}"))
+                            .await;
+                        assert_eq!(s, 200, "{ctx}: {v}");
+                        let o = t.wait_order(v["order_id"].as_str().unwrap()).await;
+                        assert_eq!(o["status"], "completed", "{ctx}");
+                        available += a;
+                        "topup"
+                    }
+                    Op::Withdraw(a) => {
+                        let (s, v) = t
+                            .withdraw(&card, json!(dec(a)), &format!("p{case}-{step}"))
+                            .await;
+                        if a <= available {
+                            assert_eq!(s, 200, "{ctx}: {v}");
+                            t.wait_order(v["order_id"].as_str().unwrap()).await;
+                            available -= a;
+                            "withdraw"
+                        } else {
+                            assert_eq!(
+                                (s, v["error_slug"].as_str()),
+                                (403, Some("insufficient_funds")),
+                                "{ctx}"
+                            );
+                            "withdraw refused"
+                        }
+                    }
+                    Op::Auth(a) => {
+                        let v = t.auth(&card, json!(dec(a))).await;
+                        let status = v["transaction"]["card_tx_data"]["status"]
+                            .as_str()
+                            .unwrap()
+                            .to_owned();
+                        let approved = a <= available;
+                        assert_eq!(
+                            status,
+                            if approved { "pending" } else { "declined" },
+                            "{ctx}"
+                        );
+                        txs.push(ModelTx {
+                            id: tx_id(&v),
+                            kind: "auth",
+                            status: if approved { "pending" } else { "declined" },
+                            held: if approved { a } else { 0 },
+                            cleared: 0,
+                            refunded: 0,
+                        });
+                        if approved {
+                            available -= a;
+                            "auth"
+                        } else {
+                            "auth declined"
+                        }
+                    }
+                    Op::Clear { tx, pct } => match pick(tx) {
+                        None => "skip",
+                        Some(i) => {
+                            let m = txs[i].clone();
+                            let bill = pct.map(|p| (m.held * p / 100).max(1));
+                            let mut body = json!({"transactionId": m.id});
+                            if let Some(b) = bill {
+                                body["billAmount"] = json!(dec(b));
+                            }
+                            let (s, v) = t.call("simulate/cards/clear", body).await;
+                            let bill = bill.unwrap_or(m.held);
+                            if m.kind != "auth" || m.status != "pending" {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (422, Some("invalid_transaction_state")),
+                                    "{ctx}"
+                                );
+                                "clear refused"
+                            } else if bill > m.held + available {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (403, Some("insufficient_funds")),
+                                    "{ctx}"
+                                );
+                                "clear over funds"
+                            } else if m.held == 0 && pct.is_none() {
+                                // Defaults to the held amount, which a fully reversed
+                                // auth no longer has: cannot happen for a pending one.
+                                unreachable!()
+                            } else {
+                                assert_eq!(s, 200, "{ctx}: {v}");
+                                available += m.held - bill;
+                                txs[i] = ModelTx {
+                                    status: "approved",
+                                    held: 0,
+                                    cleared: bill,
+                                    ..m
+                                };
+                                "clear"
+                            }
+                        }
+                    },
+                    Op::Reverse { tx, pct } => match pick(tx) {
+                        None => "skip",
+                        Some(i) => {
+                            let m = txs[i].clone();
+                            let amount = pct.map(|p| (m.held * p / 100).max(1));
+                            let mut body = json!({"transactionId": m.id});
+                            if let Some(a) = amount {
+                                body["amount"] = json!(dec(a));
+                            }
+                            let (s, v) = t.call("simulate/cards/reversal", body).await;
+                            let amount = amount.unwrap_or(m.held);
+                            if m.kind != "auth" || m.status != "pending" {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (422, Some("invalid_transaction_state")),
+                                    "{ctx}"
+                                );
+                                "reverse refused"
+                            } else if amount > m.held {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (400, Some("invalid_amount")),
+                                    "{ctx}"
+                                );
+                                "reverse too much"
+                            } else {
+                                assert_eq!(s, 200, "{ctx}: {v}");
+                                available += amount;
+                                let held = m.held - amount;
+                                txs[i] = if held == 0 {
+                                    ModelTx {
+                                        kind: "reversal",
+                                        status: "approved",
+                                        held: 0,
+                                        ..m
+                                    }
+                                } else {
+                                    ModelTx { held, ..m }
+                                };
+                                "reverse"
+                            }
+                        }
+                    },
+                    Op::Refund { tx, pct } => match pick(tx) {
+                        None => "skip",
+                        Some(i) => {
+                            let m = txs[i].clone();
+                            let remaining = m.cleared - m.refunded;
+                            let amount = pct.map(|p| (m.cleared * p / 100).max(1));
+                            let mut body = json!({"transactionId": m.id});
+                            if let Some(a) = amount {
+                                body["amount"] = json!(dec(a));
+                            }
+                            let (s, v) = t.call("simulate/cards/refund", body).await;
+                            let amount = amount.unwrap_or(remaining);
+                            if !(m.kind == "auth" && m.status == "approved") {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (422, Some("invalid_transaction_state")),
+                                    "{ctx}"
+                                );
+                                "refund refused"
+                            } else if amount > remaining || amount == 0 {
+                                assert_eq!(
+                                    (s, v["error_slug"].as_str()),
+                                    (400, Some("invalid_amount")),
+                                    "{ctx}"
+                                );
+                                "refund too much"
+                            } else {
+                                assert_eq!(s, 200, "{ctx}: {v}");
+                                available += amount;
+                                txs[i].refunded += amount;
+                                txs.push(ModelTx {
+                                    id: tx_id(&v),
+                                    kind: "refund",
+                                    status: "approved",
+                                    held: 0,
+                                    cleared: 0,
+                                    refunded: 0,
+                                });
+                                "refund"
+                            }
+                        }
+                    },
+                    Op::Expire { tx } => {
+                        match pick(tx) {
+                            Some(i) if txs[i].kind == "auth" && txs[i].status == "pending" => {
+                                let m = txs[i].clone();
+                                sqlx::query("UPDATE card_transactions SET hold_expires_at = 0 WHERE id = $1")
+                                .bind(&m.id)
+                                .execute(t.store.pool())
+                                .await
+                                .unwrap();
+                                let start = std::time::Instant::now();
+                                loop {
+                                    let items = t.txs(&user, &card, json!({"limit": 100})).await;
+                                    let it = items["items"]
+                                        .as_array()
+                                        .unwrap()
+                                        .iter()
+                                        .find(|x| x["transaction_id"] == m.id.as_str())
+                                        .unwrap()
+                                        .clone();
+                                    if it["card_tx_data"]["type"] == "reversal" {
+                                        assert_eq!(
+                                            it["card_tx_data"]["failure_reason"], "expired",
+                                            "{ctx}"
+                                        );
+                                        break;
+                                    }
+                                    assert!(start.elapsed() < WAIT, "{ctx}: never expired");
+                                    tokio::time::sleep(Duration::from_millis(100)).await;
+                                }
+                                available += m.held;
+                                txs[i] = ModelTx {
+                                    kind: "reversal",
+                                    status: "approved",
+                                    held: 0,
+                                    ..m
+                                };
+                                "expire"
+                            }
+                            _ => "skip",
+                        }
+                    }
+                };
+                *counts.entry(outcome).or_insert(0) += 1;
+                let held: i64 = txs.iter().map(|m| m.held).sum();
+                let (a, p) = t.funds(&user, &card).await;
+                assert_eq!((micros(&a), micros(&p)), (available, held), "{ctx}");
+                t.verify_ledger().await;
+            }
+            // The listing agrees with the model on every transaction's state.
+            let items = t.txs(&user, &card, json!({"limit": 100})).await;
+            for m in &txs {
+                let it = items["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|x| x["transaction_id"] == m.id.as_str())
+                    .unwrap();
+                assert_eq!(
+                    (
+                        it["card_tx_data"]["type"].as_str(),
+                        it["card_tx_data"]["status"].as_str()
+                    ),
+                    (Some(m.kind), Some(m.status)),
+                    "case {case}: {m:?}"
+                );
+            }
+        }
+        eprintln!("outcomes: {counts:?}");
+    }
+);

@@ -223,3 +223,133 @@ both_backends!(
         store.close().await;
     }
 );
+
+both_backends!(
+    sigkill_during_an_auth_load_leaves_the_books_and_holds_right,
+    |t: TestServer| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        let creds = Creds {
+            project_id: server.banner_value("project_id").unwrap(),
+            api_key: server.banner_value("api_key").unwrap(),
+            api_secret: server.banner_value("api_secret").unwrap(),
+            deposit_address: String::new(),
+        };
+        let base = server.base.clone();
+        let call = |path: &'static str, body: Value| {
+            let (t, base, creds) = (&t, base.clone(), creds.clone());
+            async move { t.call_on(&base, &creds, path, body).await }
+        };
+        call(
+            "cardholders/create",
+            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
+        )
+        .await;
+        let (_, v) = call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "c1",
+            "initial_topup": "500"})).await;
+        let card_id = v["card_id"].as_str().unwrap().to_owned();
+        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
+        for _ in 0..200 {
+            if call("orders/check", json!({"order_id": order_id})).await.1["status"] == "completed"
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Auths, clears and reversals from 8 clients while the server is killed.
+        let mut load = Vec::new();
+        for c in 0..8 {
+            let (base, creds, card_id) = (base.clone(), creds.clone(), card_id.clone());
+            load.push(tokio::spawn(async move {
+                let client = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(2))
+                    .build()
+                    .unwrap();
+                let key = issuing_envelope::Key::from_secret(&creds.api_secret);
+                // One sealed call; None once the server is gone.
+                let post = |path: &'static str, mut body: Value| {
+                    let (client, base, key, api_key) = (
+                        client.clone(),
+                        base.clone(),
+                        key.clone(),
+                        creds.api_key.clone(),
+                    );
+                    async move {
+                        body["request_timestamp"] = json!(common::fresh_timestamp());
+                        let sealed = issuing_envelope::seal(&key, body.to_string().as_bytes());
+                        let resp = client
+                            .post(format!("{base}/api/v2/{path}"))
+                            .header("API-KEY", api_key)
+                            .json(&json!({"encrypted": sealed}))
+                            .send()
+                            .await
+                            .ok()?;
+                        let outer: Value = serde_json::from_str(&resp.text().await.ok()?).ok()?;
+                        let plain =
+                            issuing_envelope::open(&key, outer["encrypted"].as_str()?).ok()?;
+                        serde_json::from_slice::<Value>(&plain).ok()
+                    }
+                };
+                let mut done = 0u32;
+                for i in 0..1000 {
+                    let Some(v) = post(
+                        "simulate/cards/auth",
+                        json!({"card_id": card_id, "transactionAmount": "0.5"}),
+                    )
+                    .await
+                    else {
+                        break;
+                    };
+                    done += 1;
+                    let Some(tx) = v["transactionId"].as_str() else {
+                        continue;
+                    };
+                    let path = if (i + c) % 3 == 0 {
+                        "simulate/cards/reversal"
+                    } else {
+                        "simulate/cards/clear"
+                    };
+                    if post(path, json!({"transactionId": tx})).await.is_none() {
+                        break;
+                    }
+                }
+                done
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        server.kill().await;
+        let mut total = 0;
+        for l in load {
+            total += l.await.unwrap();
+        }
+        assert!(total > 10, "the load ran before the kill ({total} auths)");
+        let store = issuing_store::Store::connect(&db.url).await.unwrap();
+        let mut conn = store.conn().await.unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(problems.is_empty(), "after SIGKILL: {problems:?}");
+        drop(conn);
+        // The restarted server answers with the same books.
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        let (s, b) = t
+            .call_on(
+                &server.base,
+                &creds,
+                "cards/balance",
+                json!({"card_id": card_id, "external_user_id": "ada"}),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+        let (held,): (i64,) =
+            sqlx::query_as("SELECT CAST(COALESCE(SUM(held), 0) AS BIGINT) FROM card_transactions")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(
+            b["pending"].as_str().unwrap(),
+            issuing_wire::Amount::from_micros(held).to_string()
+        );
+        server.kill().await;
+        store.close().await;
+    }
+);

@@ -64,9 +64,7 @@ pub(super) async fn authorize(
     if rec.held > 0 {
         post(
             &mut tx,
-            project_id,
-            card_id,
-            &rec.id,
+            &rec,
             TransferKind::CardAuthHold,
             Side::Funds,
             Side::Hold,

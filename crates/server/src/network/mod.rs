@@ -254,18 +254,17 @@ pub(crate) enum Side {
     Network,
 }
 
-/// Moves `amount` between two accounts of a card's ledger, tagged with the card and
-/// transaction. Zero moves nothing.
+/// Moves `micros` between two accounts of the card of transaction `t`, tagged with
+/// the card and the transaction. Zero moves nothing.
 pub(crate) async fn post(
     conn: &mut Conn,
-    project_id: &str,
-    card_id: &str,
-    transaction_id: &str,
+    t: &CardTxRecord,
     kind: TransferKind,
     from: Side,
     to: Side,
     micros: i64,
 ) -> Result<(), StoreError> {
+    let (project_id, card_id, transaction_id) = (&t.project_id, &t.card_id, &t.id);
     if micros == 0 {
         return Ok(());
     }

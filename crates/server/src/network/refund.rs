@@ -73,9 +73,7 @@ pub(super) async fn refund(
     card_txs::insert(&mut tx, &rec).await?;
     post(
         &mut tx,
-        project_id,
-        &card.id,
-        &rec.id,
+        &rec,
         TransferKind::CardRefund,
         Side::Network,
         Side::Funds,
@@ -125,9 +123,7 @@ pub(super) async fn unlinked(
     card_txs::insert(&mut tx, &rec).await?;
     post(
         &mut tx,
-        project_id,
-        card_id,
-        &rec.id,
+        &rec,
         TransferKind::CardRefund,
         Side::Network,
         Side::Funds,

@@ -77,9 +77,7 @@ pub(crate) async fn release(
     }
     post(
         tx,
-        &prev.project_id,
-        &prev.card_id,
-        &prev.id,
+        prev,
         TransferKind::CardHoldRelease,
         Side::Hold,
         Side::Funds,

@@ -46,12 +46,9 @@ pub(super) async fn clear(
     if !card_txs::update(&mut tx, &prev, &next).await? {
         return Err(wrong_state(&prev, "clear"));
     }
-    let (p, c, t) = (project_id, card.id.as_str(), prev.id.as_str());
     post(
         &mut tx,
-        p,
-        c,
-        t,
+        &prev,
         TransferKind::CardSpend,
         Side::Hold,
         Side::Network,
@@ -61,9 +58,7 @@ pub(super) async fn clear(
     .map_err(flow_error)?;
     post(
         &mut tx,
-        p,
-        c,
-        t,
+        &prev,
         TransferKind::CardHoldRelease,
         Side::Hold,
         Side::Funds,
@@ -75,9 +70,7 @@ pub(super) async fn clear(
     // clearing rolls back (403 insufficient_funds) and nothing changes.
     post(
         &mut tx,
-        p,
-        c,
-        t,
+        &prev,
         TransferKind::CardSpend,
         Side::Funds,
         Side::Network,
@@ -123,9 +116,7 @@ pub(super) async fn force_post(
     card_txs::insert(&mut tx, &rec).await?;
     post(
         &mut tx,
-        project_id,
-        card_id,
-        &rec.id,
+        &rec,
         TransferKind::CardSpend,
         Side::Funds,
         Side::Network,
