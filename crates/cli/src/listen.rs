@@ -30,7 +30,9 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Deliveries handled at once; more are answered 503 and retried by the server.
 const MAX_CONCURRENT_DELIVERIES: usize = 64;
 /// Time the forward target has to answer one event.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Below the server's 10 s attempt timeout, so a slow forward target is answered
+/// (502, retried) before the server gives the attempt up.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
 /// Time in-flight deliveries get to finish after unsubscribing.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The subscription's title, shown by `wh/subscriptions`.

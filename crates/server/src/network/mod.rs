@@ -246,6 +246,42 @@ pub(crate) async fn lock_card(
     Ok(card)
 }
 
+/// Opens the transaction a message names: its card's accounts locked, then the
+/// transaction re-read under that lock (the state its update will be conditional on).
+pub(crate) async fn open_tx(
+    state: &AppState,
+    project_id: &str,
+    transaction_id: &str,
+) -> Result<(Tx, CardRecord, CardTxRecord), ApiError> {
+    let mut tx = state.store.begin().await?;
+    let found = card_txs::get(&mut tx, project_id, transaction_id)
+        .await?
+        .ok_or_else(tx_not_found)?;
+    let card = lock_card(&mut tx, state, project_id, &found.card_id).await?;
+    let current = card_txs::get(&mut tx, project_id, transaction_id)
+        .await?
+        .ok_or_else(tx_not_found)?;
+    Ok((tx, card, current))
+}
+
+/// Opens a card a posting without an authorization lands on (force post, unlinked
+/// refund): it must have been issued.
+pub(crate) async fn open_issued_card(
+    state: &AppState,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(Tx, CardRecord), ApiError> {
+    let mut tx = state.store.begin().await?;
+    let card = lock_card(&mut tx, state, project_id, card_id).await?;
+    if card.provider_card_id.is_none() {
+        return Err(ApiError::new(
+            ErrorSlug::CardNotActive,
+            format!("Card is {}: it was never issued", card.status),
+        ));
+    }
+    Ok((tx, card))
+}
+
 /// Which account of the card a move touches.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Side {

@@ -1,10 +1,7 @@
 //! Refunds: money returns from the network to the card, against a cleared
 //! authorization (never more than it cleared, over all its refunds) or unlinked.
 
-use super::{
-    emit, flow_error, kind_of, lock_card, new_tx, post, tx_not_found, wrong_state, Applied,
-    Purchase, Side,
-};
+use super::{emit, flow_error, kind_of, new_tx, post, wrong_state, Applied, Purchase, Side};
 use crate::state::AppState;
 use issuing_domain::card_tx::{is_refundable, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
@@ -19,14 +16,7 @@ pub(super) async fn refund(
     amount: Option<Amount>,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let found = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
-    let card = lock_card(&mut tx, state, project_id, &found.card_id).await?;
-    let prev = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
+    let (mut tx, card, prev) = super::open_tx(state, project_id, transaction_id).await?;
     let (kind, status) = kind_of(&prev)?;
     if !is_refundable(kind, status) {
         return Err(wrong_state(&prev, "refund"));
@@ -104,14 +94,7 @@ pub(super) async fn unlinked(
     purchase: &Purchase,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let card = lock_card(&mut tx, state, project_id, card_id).await?;
-    if card.provider_card_id.is_none() {
-        return Err(ApiError::new(
-            ErrorSlug::CardNotActive,
-            format!("Card is {}: it was never issued", card.status),
-        ));
-    }
+    let (mut tx, card) = super::open_issued_card(state, project_id, card_id).await?;
     let rec = new_tx(
         &card,
         TxKind::Refund,

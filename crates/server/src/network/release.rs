@@ -1,7 +1,7 @@
 //! Holds released: a reversal from the network (whole or partial), an expiry, or the
 //! card being closed. The held money returns to the card's free funds.
 
-use super::{emit, flow_error, kind_of, lock_card, post, tx_not_found, wrong_state, Applied, Side};
+use super::{emit, flow_error, kind_of, lock_card, post, wrong_state, Applied, Side};
 use crate::state::AppState;
 use issuing_domain::card_tx::{is_open_auth, tx_type, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
@@ -18,14 +18,7 @@ pub(super) async fn reverse(
     amount: Option<Amount>,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let found = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
-    let card = lock_card(&mut tx, state, project_id, &found.card_id).await?;
-    let prev = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
+    let (mut tx, card, prev) = super::open_tx(state, project_id, transaction_id).await?;
     let (kind, status) = kind_of(&prev)?;
     if !is_open_auth(kind, status) {
         return Err(wrong_state(&prev, "reverse"));

@@ -1,16 +1,13 @@
 //! Clearings (an authorization settles, at its held amount or another) and force posts
 //! (a settlement with no authorization): money leaves the card to the network.
 
-use super::{
-    emit, flow_error, kind_of, lock_card, new_tx, post, tx_not_found, wrong_state, Applied,
-    Purchase, Side,
-};
+use super::{emit, flow_error, kind_of, new_tx, post, wrong_state, Applied, Purchase, Side};
 use crate::state::AppState;
 use issuing_domain::card_tx::{clearing, is_open_auth, tx_type, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
 use issuing_domain::time::now_micros;
 use issuing_store::card_txs;
-use issuing_wire::{Amount, ApiError, ErrorSlug};
+use issuing_wire::{Amount, ApiError};
 
 pub(super) async fn clear(
     state: &AppState,
@@ -19,15 +16,7 @@ pub(super) async fn clear(
     bill_amount: Option<Amount>,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let prev = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
-    let card = lock_card(&mut tx, state, project_id, &prev.card_id).await?;
-    // Re-read under the card's lock: the state the update is conditional on.
-    let prev = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
+    let (mut tx, card, prev) = super::open_tx(state, project_id, transaction_id).await?;
     let (kind, status) = kind_of(&prev)?;
     if !is_open_auth(kind, status) {
         return Err(wrong_state(&prev, "clear"));
@@ -93,14 +82,7 @@ pub(super) async fn force_post(
     purchase: &Purchase,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let card = lock_card(&mut tx, state, project_id, card_id).await?;
-    if card.provider_card_id.is_none() {
-        return Err(ApiError::new(
-            ErrorSlug::CardNotActive,
-            format!("Card is {}: it was never issued", card.status),
-        ));
-    }
+    let (mut tx, card) = super::open_issued_card(state, project_id, card_id).await?;
     let now = now_micros();
     let mut rec = new_tx(
         &card,
