@@ -879,6 +879,12 @@ both_backends!(
         )
         .await;
         assert_eq!(t.funds("ada", &card).await.0, "4.00");
+        // ... and is taken back like any card funds.
+        let (s, w) = t.withdraw(&card, json!("4"), "late-refund").await;
+        assert_eq!(s, 200, "{w}");
+        let done = t.wait_order(w["order_id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "completed");
+        assert_eq!(t.funds("ada", &card).await.0, "0.00");
 
         rx.wait_until("card.close", WAIT, |r| {
             r.iter().any(|x| x.event["event_type"] == "card.close")

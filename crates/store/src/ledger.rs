@@ -132,6 +132,30 @@ pub async fn lock_card_accounts(
     Ok(())
 }
 
+/// Locks one of the project's own accounts until the caller's transaction ends (on
+/// PostgreSQL), for flows that must take it before a card's accounts to keep the lock
+/// order (`in_flight` before a card).
+pub async fn lock_project_account(
+    conn: &mut Conn,
+    project_id: &str,
+    kind: AccountKind,
+) -> Result<(), StoreError> {
+    let lock = if conn.backend_name() == "PostgreSQL" {
+        " FOR UPDATE"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL{lock}"
+    );
+    sqlx::query(&sql)
+        .bind(project_id)
+        .bind(kind.as_str())
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 /// A card's available and held funds, read together.
 pub async fn card_funds(
     conn: &mut Conn,

@@ -6,7 +6,8 @@
 //! completed `card_status_change` order with its `card.close` event is written.
 //! `closed` is final: auths are declined, topups refused (`card_not_active`), freeze
 //! and unfreeze refused (`invalid_status_transition`); clearings and refunds of
-//! earlier authorizations still land on it.
+//! earlier authorizations still land on it, and what they bring back can be taken
+//! with `cards/withdraw`, which accepts closed cards.
 
 use super::card_for_user;
 use super::money::{self, Acct};
@@ -40,6 +41,13 @@ pub(crate) struct CloseRequest {
     external_user_id: Option<String>,
     #[serde(default)]
     reason: Option<String>,
+}
+
+fn no_withdraw() -> ApiError {
+    ApiError::new(
+        ErrorSlug::ProviderWithdrawNotSupported,
+        "The card holds funds and its provider does not support withdrawals",
+    )
 }
 
 fn refused(current: &str) -> ApiError {
@@ -82,6 +90,14 @@ pub(crate) async fn close(
         .provider_card_id
         .clone()
         .ok_or_else(|| refused(&card.status))?;
+    // Refuse before the provider is asked to close anything; checked again below.
+    if !withdraw_supported {
+        let mut conn = state.store.conn().await?;
+        let (available, held) = ledger::card_funds(&mut conn, project_id, &card.id).await?;
+        if available.micros() + held.micros() > 0 {
+            return Err(no_withdraw());
+        }
+    }
     let order_id = new_id();
     crate::provider::bounded(state.provider.close_card(&order_id, &provider_card_id))
         .await
@@ -95,6 +111,8 @@ pub(crate) async fn close(
 
     let now = now_micros();
     let mut tx = state.store.begin().await?;
+    // The lock order: in-flight before the card's accounts, as topups settle.
+    ledger::lock_project_account(&mut tx, project_id, AccountKind::InFlight).await?;
     let card = network::lock_card(&mut tx, state, project_id, &card.id).await?;
     let from = card.status.clone();
     if from != "active" && from != "frozen" {
@@ -126,10 +144,7 @@ pub(crate) async fn close(
     }
     let (_, funds) = ledger::card_account(&mut tx, project_id, &card.id).await?;
     if funds.micros() > 0 && !withdraw_supported {
-        return Err(ApiError::new(
-            ErrorSlug::ProviderWithdrawNotSupported,
-            "The card holds funds and its provider does not support withdrawals",
-        ));
+        return Err(no_withdraw());
     }
     if !cards::transition(
         &mut tx,

@@ -195,11 +195,13 @@ pub(crate) async fn withdraw(
             "Withdraw is not supported for this card's provider",
         ));
     }
-    if card.status != "active" && card.status != "frozen" {
+    // A closed card may still receive refunds of earlier purchases; they are taken
+    // back the same way.
+    if !matches!(card.status.as_str(), "active" | "frozen" | "closed") {
         return Err(ApiError::new(
             ErrorSlug::CardNotActive,
             format!(
-                "Card is {}; funds can be withdrawn from active or frozen cards",
+                "Card is {}; funds can be withdrawn from active, frozen or closed cards",
                 card.status
             ),
         ));
