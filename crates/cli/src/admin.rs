@@ -12,6 +12,9 @@ pub enum AdminCommand {
     /// Projects and their credentials.
     #[command(subcommand)]
     Project(ProjectCommand),
+    /// API keys: rotate, revoke, list.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Credit a project's master balance with a confirmed TRC20 deposit.
     Deposit {
         /// Project id.
@@ -38,7 +41,48 @@ pub enum ProjectCommand {
     },
     /// List projects as JSON lines.
     List,
+    /// Suspend a project: its requests get 403 api_key_invalid and its webhooks wait;
+    /// orders already in flight still finish.
+    Suspend {
+        #[arg(long)]
+        project: String,
+    },
+    /// Resume a suspended project; its waiting webhooks are sent.
+    Resume {
+        #[arg(long)]
+        project: String,
+    },
 }
+
+#[derive(clap::Subcommand)]
+pub enum KeyCommand {
+    /// Issue a new API key and secret (printed once, as JSON); the project's other keys
+    /// keep working for the grace period.
+    Rotate {
+        #[arg(long)]
+        project: String,
+        /// Seconds the old keys stay valid; 0 revokes them at once (at most 90 days).
+        #[arg(long, default_value_t = DEFAULT_GRACE_SECS)]
+        grace: u64,
+    },
+    /// Revoke a key at once, in every server process.
+    Revoke {
+        #[arg(long)]
+        key: String,
+        /// Also revoke the project's last valid key (leaving it without a working key).
+        #[arg(long)]
+        force: bool,
+    },
+    /// List a project's keys as JSON lines, oldest first (never secrets).
+    List {
+        #[arg(long)]
+        project: String,
+    },
+}
+
+/// Old keys keep working this long after a rotation unless `--grace` says otherwise.
+const DEFAULT_GRACE_SECS: u64 = 24 * 60 * 60;
+const MAX_GRACE_SECS: u64 = 90 * 24 * 60 * 60;
 
 /// The operator listing is bounded; a deployment with more projects pages through SQL.
 const LIST_LIMIT: i64 = 10_000;
@@ -75,15 +119,57 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             }
             ExitCode::SUCCESS
         }
+        AdminCommand::Project(ProjectCommand::Suspend { project }) => {
+            set_status(&store, &project, issuing_server::projects::SUSPENDED).await?
+        }
+        AdminCommand::Project(ProjectCommand::Resume { project }) => {
+            set_status(&store, &project, issuing_server::projects::ACTIVE).await?
+        }
+        AdminCommand::Key(KeyCommand::Rotate { project, grace }) => {
+            if grace > MAX_GRACE_SECS {
+                bail!("--grace must be at most {MAX_GRACE_SECS} seconds (90 days)");
+            }
+            let rotated = issuing_server::projects::rotate_key(
+                &store,
+                &master,
+                &project,
+                std::time::Duration::from_secs(grace),
+            )
+            .await?;
+            println!("{}", serde_json::to_string(&rotated)?);
+            ExitCode::SUCCESS
+        }
+        AdminCommand::Key(KeyCommand::Revoke { key, force }) => {
+            let revoked = issuing_server::projects::revoke_key(&store, key.trim(), force).await?;
+            println!("{}", serde_json::to_string(&revoked)?);
+            ExitCode::SUCCESS
+        }
+        AdminCommand::Key(KeyCommand::List { project }) => {
+            let now = issuing_domain::time::now_micros();
+            for k in issuing_server::projects::list_keys(&store, &project).await? {
+                println!(
+                    "{}",
+                    json!({
+                        "api_key": k.api_key,
+                        "project_id": k.project_id,
+                        "created_at": to_rfc3339(k.created_at),
+                        "expires_at": k.expires_at.map(to_rfc3339),
+                        "revoked_at": k.revoked_at.map(to_rfc3339),
+                        "valid": k.valid_at(now),
+                    })
+                );
+            }
+            ExitCode::SUCCESS
+        }
         AdminCommand::Deposit {
             project,
             amount,
             reference,
         } => {
-            let amount = Amount::parse_decimal(amount.trim())
+            // The request form exactly: `10`, `10.50`; no sign, exponent or spaces.
+            let amount = Amount::parse_positive(&serde_json::Value::String(amount.clone()))
                 .ok()
-                .filter(|a| a.micros() > 0)
-                .with_context(|| format!("--amount `{amount}` must be a positive USDT amount with at most 6 decimals"))?;
+                .with_context(|| format!("--amount `{amount}` must be a positive USDT amount such as 250 or 10.50, with at most 6 decimals"))?;
             let mut tx = store.begin().await?;
             if projects::get(&mut tx, &project).await?.is_none() {
                 bail!("project {project} not found");
@@ -125,4 +211,17 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
     };
     store.close().await;
     Ok(code)
+}
+
+async fn set_status(
+    store: &issuing_store::Store,
+    project: &str,
+    status: &str,
+) -> anyhow::Result<ExitCode> {
+    let before = issuing_server::projects::set_project_status(store, project, status).await?;
+    println!(
+        "{}",
+        json!({"project_id": project, "status": status, "previous_status": before})
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 
 mod admin;
 mod listen;
+mod logging;
 mod serve;
 mod settings;
 
@@ -35,14 +36,8 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ISSUING_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
     let cli = Cli::parse();
+    logging::init(cli.global.log_format);
     let result = match cli.command {
         Command::Serve(args) => serve::run(&cli.global, args).await,
         Command::Admin(cmd) => admin::run(&cli.global, cmd).await,

@@ -21,6 +21,15 @@ pub struct GlobalArgs {
     /// Optional TOML config file holding the same settings (and more).
     #[arg(long, env = "ISSUING_CONFIG", global = true)]
     pub config: Option<PathBuf>,
+    /// Log lines on stderr: `text` (colour only on a terminal) or `json` (one object a line).
+    #[arg(
+        long,
+        env = "ISSUING_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value_t
+    )]
+    pub log_format: crate::logging::LogFormat,
 }
 
 /// The config file. Every key is optional.
@@ -28,6 +37,8 @@ pub struct GlobalArgs {
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    /// Address of the Prometheus listener (`GET /metrics`); off when absent.
+    pub metrics_listen: Option<String>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub mode: Option<String>,
@@ -36,6 +47,8 @@ pub struct FileConfig {
     /// Seconds one delivery attempt may take (1 to 10; CONTRACT default 10).
     pub webhook_timeout: Option<u64>,
     pub hold_expiry: Option<u64>,
+    pub rate_limit: Option<u32>,
+    pub max_connections: Option<usize>,
     pub max_body_bytes: Option<usize>,
     /// Subproviders and card products; the built-in sandbox catalog when absent.
     pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
@@ -110,6 +123,7 @@ pub async fn open_store(
     file: &FileConfig,
 ) -> anyhow::Result<(Store, MasterKey, Resolved)> {
     let resolved = resolve_storage(global, file)?;
+    secure_files(&resolved)?;
     let store = Store::connect(&resolved.database_url)
         .await
         .with_context(|| {
@@ -122,6 +136,56 @@ pub async fn open_store(
     let master = load_master_key(&resolved.data_dir)?;
     master.bind_to(&store).await?;
     Ok((store, master, resolved))
+}
+
+/// The data directory is the owner's alone (0700), and so are the SQLite database and
+/// its WAL and shared-memory files (0600: SQLite creates the latter two with the
+/// database file's mode), whatever the umask. Files from older versions are tightened.
+fn secure_files(resolved: &Resolved) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let private = |path: &Path, mode: u32| -> anyhow::Result<()> {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("restricting the permissions of {}", path.display()))
+        };
+        private(&resolved.data_dir, 0o700)?;
+        let key = resolved.data_dir.join("master.key");
+        if key.exists() {
+            private(&key, 0o600)?;
+        }
+        if let Some(db) = sqlite_path(&resolved.database_url) {
+            if !db.exists() {
+                // An empty file is a valid new database; creating it here fixes its mode.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .open(&db)
+                    .with_context(|| format!("creating {}", db.display()))?;
+            }
+            for suffix in ["", "-wal", "-shm"] {
+                let f = PathBuf::from(format!("{}{suffix}", db.display()));
+                if f.exists() {
+                    private(&f, 0o600)?;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = resolved;
+    Ok(())
+}
+
+/// The file of a SQLite database URL; None for PostgreSQL.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return None;
+    }
+    let path = url.strip_prefix("sqlite://").unwrap_or(url);
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
 }
 
 /// `ISSUING_MASTER_KEY` (base64 of 32 bytes) when set, so several servers can share one;
@@ -213,6 +277,15 @@ pub struct ServerArgs {
     /// Seconds an authorization may hold card funds before it expires.
     #[arg(long, env = "ISSUING_HOLD_EXPIRY")]
     pub hold_expiry: Option<u64>,
+    /// Requests per second per API key (bursts of twice that); 0 turns the limit off.
+    #[arg(long, env = "ISSUING_RATE_LIMIT")]
+    pub rate_limit: Option<u32>,
+    /// Connections served at once (lowered to fit the descriptor limit).
+    #[arg(long, env = "ISSUING_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Address for Prometheus metrics (`GET /metrics`), e.g. 127.0.0.1:9090; off when unset.
+    #[arg(long, env = "ISSUING_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
 }
 
 pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<ServerConfig> {
@@ -221,6 +294,19 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
         config.listen = listen.parse::<SocketAddr>().with_context(|| {
             format!("--listen / ISSUING_LISTEN: `{listen}` is not an address like 127.0.0.1:8080")
         })?;
+    }
+    if let Some(at) = args
+        .metrics_listen
+        .clone()
+        .or_else(|| file.metrics_listen.clone())
+    {
+        let at = at.trim();
+        // An empty value (e.g. ISSUING_METRICS_LISTEN="") leaves metrics off.
+        if !at.is_empty() {
+            config.metrics_listen = Some(at.parse::<SocketAddr>().with_context(|| {
+                format!("--metrics-listen / ISSUING_METRICS_LISTEN: `{at}` is not an address like 127.0.0.1:9090")
+            })?);
+        }
     }
     if let Some(mode) = args.mode.clone().or_else(|| file.mode.clone()) {
         config.mode = Mode::parse(&mode).with_context(|| {
@@ -244,6 +330,15 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
             bail!("ISSUING_HOLD_EXPIRY must be at least 1 second");
         }
         config.hold_expiry = Duration::from_secs(secs);
+    }
+    if let Some(rate) = args.rate_limit.or(file.rate_limit) {
+        config.rate_limit = rate;
+    }
+    if let Some(n) = args.max_connections.or(file.max_connections) {
+        if !(16..=1_000_000).contains(&n) {
+            bail!("max_connections must be between 16 and 1000000");
+        }
+        config.max_connections = n;
     }
     if let Some(secs) = file.webhook_timeout {
         if !(1..=10).contains(&secs) {
@@ -317,5 +412,30 @@ mod tests {
         };
         let c = server_config(&ok, &file).unwrap();
         assert_eq!(c.mode, Mode::Production);
+    }
+
+    #[test]
+    fn metrics_listen_is_off_unless_set() {
+        let none = ServerArgs::default();
+        let c = server_config(&none, &FileConfig::default()).unwrap();
+        assert_eq!(c.metrics_listen, None);
+        let file = FileConfig {
+            metrics_listen: Some("127.0.0.1:9090".into()),
+            ..Default::default()
+        };
+        let c = server_config(&none, &file).unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
+        let flag = ServerArgs {
+            metrics_listen: Some("0.0.0.0:9100".into()),
+            ..Default::default()
+        };
+        let c = server_config(&flag, &file).unwrap();
+        assert_eq!(c.metrics_listen, Some("0.0.0.0:9100".parse().unwrap()));
+        let bad = ServerArgs {
+            metrics_listen: Some("metrics".into()),
+            ..Default::default()
+        };
+        let e = server_config(&bad, &file).unwrap_err().to_string();
+        assert!(e.contains("--metrics-listen"), "{e}");
     }
 }

@@ -299,3 +299,178 @@ both_backends!(
         assert_eq!(n, 1);
     }
 );
+
+/// One JSON object per stdout line.
+fn json_lines(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
+    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::create(t.db.backend).await.unwrap();
+    let url = db.url.as_str();
+    let admin = |args: &'static [&'static str], extra: Vec<String>| {
+        let dir = dir.path().to_owned();
+        async move {
+            let mut all: Vec<&str> = args.to_vec();
+            all.extend(extra.iter().map(String::as_str));
+            run_admin(&dir, url, &all).await
+        }
+    };
+    let (code, out, err) = admin(&["project", "create", "--name", "Acme"], vec![]).await;
+    assert_eq!(code, 0, "{err}");
+    let created: Value = serde_json::from_str(out.trim()).unwrap();
+    let project = created["project_id"].as_str().unwrap().to_owned();
+    let old = Creds {
+        project_id: project.clone(),
+        api_key: created["api_key"].as_str().unwrap().to_owned(),
+        api_secret: created["api_secret"].as_str().unwrap().to_owned(),
+        deposit_address: String::new(),
+    };
+    let server = ServeProcess::start(dir.path(), url).await;
+    let status = |creds: Creds| {
+        let base = server.base.clone();
+        let t = &t;
+        async move {
+            let (s, v) = t.call_on(&base, &creds, "project/balance", json!({})).await;
+            (s, v["error_slug"].as_str().map(str::to_owned))
+        }
+    };
+    let ok = (200, None);
+    let unknown = (401, Some("api_key_not_found".to_owned()));
+
+    // key list: one valid key, never a secret.
+    let (code, out, _) = admin(&["key", "list", "--project"], vec![project.clone()]).await;
+    assert_eq!(code, 0);
+    let keys = json_lines(&out);
+    assert_eq!(keys.len(), 1, "{out}");
+    assert_eq!(keys[0]["api_key"], json!(old.api_key));
+    assert_eq!(keys[0]["valid"], true);
+    assert_eq!(
+        (&keys[0]["expires_at"], &keys[0]["revoked_at"]),
+        (&Value::Null, &Value::Null)
+    );
+    assert!(keys[0]["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(!out.contains(&old.api_secret));
+
+    // key rotate: prints the new credentials; the old key works for the grace period.
+    let (code, out, err) = admin(&["key", "rotate", "--project"], vec![project.clone()]).await;
+    assert_eq!(code, 0, "{err}");
+    let rotated: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(rotated["project_id"], json!(project));
+    assert!(rotated["old_keys_valid_until"].is_string(), "{rotated}");
+    let new = Creds {
+        api_key: rotated["api_key"].as_str().unwrap().to_owned(),
+        api_secret: rotated["api_secret"].as_str().unwrap().to_owned(),
+        ..old.clone()
+    };
+    assert_ne!(new.api_key, old.api_key);
+    assert_eq!(status(old.clone()).await, ok);
+    assert_eq!(status(new.clone()).await, ok);
+    let (_, out, _) = admin(&["key", "list", "--project"], vec![project.clone()]).await;
+    let keys = json_lines(&out);
+    assert_eq!(keys.len(), 2, "{out}");
+    assert_eq!(keys[0]["expires_at"], rotated["old_keys_valid_until"]);
+    assert!(!out.contains(&new.api_secret));
+
+    // key revoke: the running server refuses the key on the next request.
+    let (code, out, err) = admin(&["key", "revoke", "--key"], vec![old.api_key.clone()]).await;
+    assert_eq!(code, 0, "{err}");
+    let revoked: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (
+            revoked["api_key"].as_str(),
+            revoked["valid_keys_left"].as_u64()
+        ),
+        (Some(old.api_key.as_str()), Some(1))
+    );
+    assert_eq!(status(old.clone()).await, unknown);
+    assert_eq!(status(new.clone()).await, ok);
+
+    // The last valid key is kept unless --force.
+    let (code, _, err) = admin(&["key", "revoke", "--key"], vec![new.api_key.clone()]).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("last valid API key") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(status(new.clone()).await, ok);
+
+    // project suspend / resume.
+    let (code, out, err) = admin(&["project", "suspend", "--project"], vec![project.clone()]).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["status"].as_str(), v["previous_status"].as_str()),
+        (Some("suspended"), Some("active"))
+    );
+    assert_eq!(
+        status(new.clone()).await,
+        (403, Some("api_key_invalid".to_owned()))
+    );
+    let (_, out, _) = admin(&["project", "list"], vec![]).await;
+    assert_eq!(json_lines(&out)[0]["status"], "suspended");
+    let (code, out, err) = admin(&["project", "resume", "--project"], vec![project.clone()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(out.trim()).unwrap()["status"],
+        "active"
+    );
+    assert_eq!(status(new.clone()).await, ok);
+
+    // rotate --grace 0 ends the old key at once; then --force revokes the last one.
+    let (code, out, err) = admin(
+        &["key", "rotate", "--grace", "0", "--project"],
+        vec![project.clone()],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let rotated: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(rotated["old_keys_valid_until"], Value::Null);
+    let newest = Creds {
+        api_key: rotated["api_key"].as_str().unwrap().to_owned(),
+        api_secret: rotated["api_secret"].as_str().unwrap().to_owned(),
+        ..old.clone()
+    };
+    assert_eq!(status(new.clone()).await, unknown);
+    assert_eq!(status(newest.clone()).await, ok);
+    let (code, _, err) = admin(
+        &["key", "revoke", "--force", "--key"],
+        vec![newest.api_key.clone()],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(status(newest.clone()).await, unknown);
+    let (_, out, _) = admin(&["key", "list", "--project"], vec![project.clone()]).await;
+    let keys = json_lines(&out);
+    assert_eq!(keys.len(), 3);
+    assert!(keys.iter().all(|k| k["valid"] == false), "{out}");
+    assert!(keys[0]["revoked_at"].is_string() && keys[2]["revoked_at"].is_string());
+    assert!(keys[1]["revoked_at"].is_null() && keys[1]["expires_at"].is_string());
+    server.kill().await;
+
+    // Mistakes exit 2 and say what is wrong.
+    let cases: &[(&[&str], &str)] = &[
+        (&["key", "rotate", "--project", "nope"], "not found"),
+        (&["key", "list", "--project", "nope"], "not found"),
+        (&["key", "revoke", "--key", "pk_nope"], "not found"),
+        (&["project", "suspend", "--project", "nope"], "not found"),
+        (&["project", "resume", "--project", "nope"], "not found"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = admin(args, vec![]).await;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    for grace in ["-1", "x", "7776001"] {
+        let (code, _, err) = admin(
+            &["key", "rotate", "--project"],
+            vec![project.clone(), format!("--grace={grace}")],
+        )
+        .await;
+        assert_eq!(code, 2, "{grace}: {err}");
+        assert!(err.contains("--grace"), "{grace}: {err}");
+    }
+});

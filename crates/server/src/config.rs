@@ -21,6 +21,10 @@ impl Mode {
     }
 }
 
+/// Requests per second per API key: far above what an integration sends (its bursts
+/// fit in twice this), low enough that one key cannot take the whole server.
+pub const DEFAULT_RATE_LIMIT: u32 = 500;
+
 /// Settings of a running server. The CLI fills it from flags, environment and config
 /// file; tests build it directly.
 #[derive(Debug, Clone)]
@@ -41,8 +45,14 @@ pub struct ServerConfig {
     pub catalog: Arc<Catalog>,
     /// Latency and failure injection of the sandbox provider.
     pub sandbox: SandboxConfig,
+    /// Connections served at once (lowered to fit the descriptor limit).
+    pub max_connections: usize,
+    /// Requests per second per API key, with a burst of twice that; 0 turns it off.
+    pub rate_limit: u32,
     /// Order workers per process.
     pub order_workers: usize,
+    /// Address of the Prometheus listener (`GET /metrics`); none when off.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +70,9 @@ impl Default for ServerConfig {
             catalog: Arc::new(Catalog::sandbox_default()),
             sandbox: SandboxConfig::default(),
             order_workers: 2,
+            metrics_listen: None,
+            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
+            rate_limit: DEFAULT_RATE_LIMIT,
         }
     }
 }

@@ -6,8 +6,10 @@
 //! typed results or an `ApiError`; they never see ciphertext.
 
 pub mod config;
+mod connections;
 mod flows;
 pub mod master_key;
+mod metrics;
 mod network;
 mod pipeline;
 pub mod projects;

@@ -16,6 +16,8 @@ use tokio::task::JoinSet;
 /// `shutdown` (tests) or `wait` (the binary).
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// Where `GET /metrics` is served, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
@@ -29,6 +31,14 @@ pub async fn start(
 ) -> anyhow::Result<RunningServer> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
+    let metrics_listener = match config.metrics_listen {
+        Some(at) => Some(tokio::net::TcpListener::bind(at).await?),
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+        .transpose()?;
     let (shutdown, rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let provider: Arc<dyn Provider> = match config.mode {
@@ -48,6 +58,8 @@ pub async fn start(
         provider,
         orders_wakeup: Arc::new(Notify::new()),
         deliveries_wakeup: Arc::new(Notify::new()),
+        rate_limiter: Arc::default(),
+        metrics: Arc::default(),
     };
     for _ in 0..workers {
         tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
@@ -57,22 +69,26 @@ pub async fn start(
     if store.backend() == issuing_store::Backend::Postgres {
         tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
     }
-    let app = routes::router(state);
-    let mut http_rx = rx.clone();
-    tasks.spawn(async move {
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = http_rx.changed().await;
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "HTTP server stopped with an error");
-        }
-    });
+    let app = routes::router(state.clone());
+    let http_rx = rx.clone();
+    let max_connections = state.config.max_connections;
+    tasks.spawn(crate::connections::serve(
+        listener,
+        app,
+        max_connections,
+        http_rx,
+    ));
+    if let Some(listener) = metrics_listener {
+        tasks.spawn(crate::metrics::serve(listener, state.clone(), rx.clone()));
+    }
     tasks.spawn(workers::cleanup::run(store, rx));
     tracing::info!(%addr, "listening");
+    if let Some(metrics_addr) = metrics_addr {
+        tracing::info!(%metrics_addr, "metrics listening (GET /metrics)");
+    }
     Ok(RunningServer {
         addr,
+        metrics_addr,
         shutdown,
         tasks,
     })

@@ -13,8 +13,12 @@ pub(crate) struct AppState {
     pub provider: Arc<dyn Provider>,
     /// Wakes this process's order workers when an order is created.
     pub orders_wakeup: Arc<Notify>,
+    /// Token buckets of the per-key rate limit.
+    pub rate_limiter: Arc<crate::pipeline::rate_limit::RateLimiter>,
     /// Wakes this process's webhook delivery worker when deliveries are queued.
     pub deliveries_wakeup: Arc<Notify>,
+    /// Counters and histograms for `GET /metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {

@@ -96,7 +96,8 @@ pub struct Claimed {
 }
 
 /// Claims the next due delivery whose subscription is not in `skip` (subscriptions this
-/// process already sends to at its per-subscription limit). PostgreSQL's `SKIP LOCKED`
+/// process already sends to at its per-subscription limit). Deliveries of a suspended
+/// project are passed over: they stay pending, untouched, until it is resumed. PostgreSQL's `SKIP LOCKED`
 /// lets several processes claim different deliveries at once; SQLite serialises claims
 /// under its write lock.
 pub async fn claim_next(
@@ -120,7 +121,7 @@ pub async fn claim_next(
         "UPDATE webhook_deliveries SET locked_until = $1, locked_by = $2, attempts = attempts + 1, \
          last_attempt_at = $3, updated_at = $3 WHERE id = \
          (SELECT id FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $4 \
-          AND (locked_until IS NULL OR locked_until < $4){skip_sql} \
+          AND (locked_until IS NULL OR locked_until < $4){skip_sql}{NOT_SUSPENDED} \
           ORDER BY next_attempt_at, id LIMIT 1{lock}) \
          RETURNING *"
     );
@@ -141,6 +142,10 @@ pub async fn claim_next(
         locked_until: lease_until,
     }))
 }
+
+/// Leaves out deliveries of suspended projects (few, so the subquery is small).
+const NOT_SUSPENDED: &str =
+    " AND project_id NOT IN (SELECT id FROM projects WHERE status <> 'active')";
 
 /// What an attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,16 +221,34 @@ pub(crate) async fn fail_pending_of_subscription(
 }
 
 /// The earliest time a delivery can be claimed (a leased one when its lease ends), so
-/// an idle worker knows how long to sleep.
+/// an idle worker knows how long to sleep. Suspended projects' deliveries do not count.
 pub async fn next_due(conn: &mut Conn) -> Result<Option<i64>, StoreError> {
-    let row = sqlx::query(
+    let sql = format!(
         "SELECT MIN(CASE WHEN locked_until IS NOT NULL AND locked_until > next_attempt_at \
          THEN locked_until ELSE next_attempt_at END) AS due \
-         FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+         FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL{NOT_SUSPENDED}"
+    );
+    let row = sqlx::query(&sql).fetch_one(&mut *conn).await?;
     Ok(row.try_get::<Option<i64>, _>("due")?)
+}
+
+/// When a suspended project is resumed: its pending deliveries get a fresh retry window
+/// (`webhook_max_age` counts from `now`), so the time they waited is not held against
+/// them. Returns how many.
+pub async fn restart_windows_of_project(
+    conn: &mut Conn,
+    project_id: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET window_start = $1, updated_at = $1 \
+         WHERE project_id = $2 AND state = 'pending'",
+    )
+    .bind(now)
+    .bind(project_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// What a worker needs to send a claimed delivery.

@@ -8,6 +8,8 @@ pub enum StoreError {
     Conflict,
     #[error("account {account_id} has insufficient funds")]
     InsufficientFunds { account_id: String },
+    #[error("account {account_id} would pass the largest balance the ledger holds")]
+    BalanceLimit { account_id: String },
     #[error("not found: {0}")]
     NotFound(&'static str),
     #[error("invalid configuration: {0}")]
@@ -36,6 +38,10 @@ impl From<StoreError> for ApiError {
             StoreError::InsufficientFunds { .. } => {
                 ApiError::new(ErrorSlug::InsufficientFunds, "Insufficient funds")
             }
+            StoreError::BalanceLimit { .. } => ApiError::new(
+                ErrorSlug::AmountAboveMaximum,
+                "The amount would take an account past the largest balance the ledger holds",
+            ),
             other => {
                 tracing::error!(error = %other, "storage error");
                 ApiError::internal()

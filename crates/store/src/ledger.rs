@@ -12,6 +12,13 @@ use sqlx::Row;
 
 pub const CURRENCY: &str = "usdt";
 
+/// The largest balance, of either sign, any account may hold: 4×10^12 USDT. Every leg
+/// is bounded by it too, so `balance + amount` stays inside an i64 on both backends
+/// (PostgreSQL fails on an overflowing BIGINT, SQLite turns the sum into a float). A
+/// transfer that would cross it is refused with `StoreError::BalanceLimit`.
+pub const MAX_BALANCE: Amount =
+    Amount::from_micros(4_000_000_000_000 * issuing_wire::MICROS_PER_UNIT);
+
 /// The accounts every project has from the start.
 const PROJECT_ACCOUNTS: &[AccountKind] = &[
     AccountKind::Master,
@@ -221,7 +228,8 @@ pub struct Posted {
 }
 
 /// Applies a balanced transfer. `InsufficientFunds` names the account that would have
-/// gone negative; `Conflict` means the reference was already used. On error the caller
+/// gone negative, `BalanceLimit` one that would pass `MAX_BALANCE`; `Conflict` means
+/// the reference was already used. On error the caller
 /// must roll back (dropping the transaction does).
 pub async fn post(
     conn: &mut Conn,
@@ -257,21 +265,27 @@ pub async fn post(
     let mut legs: Vec<_> = transfer.legs().iter().collect();
     legs.sort_by(|a, b| (rank(&a.account), &a.account).cmp(&(rank(&b.account), &b.account)));
     let mut balances_after = Vec::with_capacity(legs.len());
+    let limit = MAX_BALANCE.micros();
     for leg in legs {
+        if leg.amount.micros().unsigned_abs() > limit.unsigned_abs() {
+            return Err(StoreError::BalanceLimit {
+                account_id: leg.account.clone(),
+            });
+        }
         let row = sqlx::query(
             "UPDATE accounts SET balance = balance + $1 \
              WHERE id = $2 AND project_id = $3 AND (allow_negative = 1 OR balance + $1 >= 0) \
+             AND balance + $1 <= $4 AND balance + $1 >= -$4 \
              RETURNING balance",
         )
         .bind(leg.amount.micros())
         .bind(&leg.account)
         .bind(meta.project_id)
+        .bind(limit)
         .fetch_optional(&mut *conn)
         .await?;
         let Some(row) = row else {
-            return Err(StoreError::InsufficientFunds {
-                account_id: leg.account.clone(),
-            });
+            return Err(refused_leg(conn, meta.project_id, &leg.account, leg.amount).await);
         };
         let balance_after: i64 = row.try_get("balance")?;
         sqlx::query(
@@ -291,6 +305,34 @@ pub async fn post(
         transfer_id,
         balances_after,
     })
+}
+
+/// Why a leg's conditional update matched no row: the balance limit, or (also for an
+/// account that does not exist) insufficient funds.
+async fn refused_leg(
+    conn: &mut Conn,
+    project_id: &str,
+    account: &str,
+    amount: Amount,
+) -> StoreError {
+    let balance: Option<i64> =
+        sqlx::query_scalar("SELECT balance FROM accounts WHERE id = $1 AND project_id = $2")
+            .bind(account)
+            .bind(project_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .ok()
+            .flatten();
+    let after = balance.map(|b| i128::from(b) + i128::from(amount.micros()));
+    if after.is_some_and(|a| a.unsigned_abs() > MAX_BALANCE.micros().unsigned_abs().into()) {
+        StoreError::BalanceLimit {
+            account_id: account.to_owned(),
+        }
+    } else {
+        StoreError::InsufficientFunds {
+            account_id: account.to_owned(),
+        }
+    }
 }
 
 /// Where an account kind comes in the lock order of `post`.

@@ -23,6 +23,7 @@ pub mod replay;
 pub mod sandbox;
 pub mod securements;
 pub mod settings;
+pub mod stats;
 pub mod subscriptions;
 pub mod users;
 pub mod wakeup;

@@ -43,6 +43,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0005_card_transactions.sql"),
         postgres: include_str!("../migrations/postgres/0005_card_transactions.sql"),
     },
+    Migration {
+        version: 6,
+        name: "key_expiry",
+        sqlite: include_str!("../migrations/sqlite/0006_key_expiry.sql"),
+        postgres: include_str!("../migrations/postgres/0006_key_expiry.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

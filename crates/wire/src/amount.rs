@@ -16,7 +16,7 @@ pub struct Amount(i64);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AmountError {
-    #[error("amount is not a decimal number")]
+    #[error("amount is not a plain decimal number such as 10.50")]
     NotANumber,
     #[error("amount has more than 6 fractional digits")]
     TooPrecise,
@@ -37,72 +37,65 @@ impl Amount {
         self.0
     }
 
-    /// Parses a positive request amount: a decimal string (`"12.50"`) or a JSON number.
-    /// Zero, negatives, exponents that lose digits and more than 6 decimals are refused.
+    /// Parses a positive request amount: a decimal string (`"12.50"`) or a JSON number
+    /// written the same way (`12.5`). Both must have the plain form `0|[1-9][0-9]*`
+    /// with an optional `.` and 1 to 6 digits; exponents, signs, spaces, a leading or
+    /// trailing dot, leading zeros and zero are refused.
+    ///
+    /// A number is judged by the text the client wrote: serde_json's
+    /// `arbitrary_precision` feature keeps it (`Number::as_str`), so `1e3` or `10.0000000`
+    /// cannot pass as the float they round to.
     pub fn parse_positive(value: &serde_json::Value) -> Result<Amount, AmountError> {
-        let text = match value {
-            serde_json::Value::String(s) => s.trim().to_owned(),
-            // serde_json prints floats in their shortest round-trip form, which is the
-            // decimal the client wrote for any amount with at most 15 significant digits.
-            serde_json::Value::Number(n) => n.to_string(),
+        let amount = match value {
+            serde_json::Value::String(s) => Self::parse_decimal(s)?,
+            serde_json::Value::Number(n) => Self::parse_decimal(n.as_str())?,
             _ => return Err(AmountError::NotANumber),
         };
-        let amount = Self::parse_decimal(&text)?;
         if amount.0 <= 0 {
             return Err(AmountError::NotPositive);
         }
         Ok(amount)
     }
 
-    /// Parses `[-]digits[.digits][e[+-]digits]` exactly, without floating point.
+    /// Parses `[-](0|[1-9][0-9]*)[.d{1,6}]` exactly, without floating point. Nothing
+    /// else is a number here: no `+`, exponent, spaces, leading zeros or bare dot.
+    /// The sign is for the service's own signed amounts; requests use `parse_positive`.
     pub fn parse_decimal(text: &str) -> Result<Amount, AmountError> {
         let (negative, rest) = match text.strip_prefix('-') {
             Some(r) => (true, r),
-            None => (false, text.strip_prefix('+').unwrap_or(text)),
+            None => (false, text),
         };
-        let (mantissa, exponent) = match rest.find(['e', 'E']) {
-            Some(i) => {
-                let exp: i32 = rest[i + 1..].parse().map_err(|_| AmountError::NotANumber)?;
-                (&rest[..i], exp)
-            }
-            None => (rest, 0),
+        let (int_part, frac_part) = match rest.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (rest, None),
         };
-        let (int_part, frac_part) = match mantissa.split_once('.') {
-            Some((i, f)) => (i, f),
-            None => (mantissa, ""),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
+        let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !all_digits(int_part) || (int_part.len() > 1 && int_part.starts_with('0')) {
             return Err(AmountError::NotANumber);
         }
-        if !int_part.bytes().all(|b| b.is_ascii_digit())
-            || !frac_part.bytes().all(|b| b.is_ascii_digit())
-        {
+        let frac = frac_part.unwrap_or("");
+        if frac_part.is_some() && !all_digits(frac) {
             return Err(AmountError::NotANumber);
         }
-        // All digits as one integer, with the decimal point `scale` places from the right.
-        let digits = format!("{int_part}{frac_part}");
-        let digits = digits.trim_start_matches('0');
-        let scale = frac_part.len() as i64 - i64::from(exponent);
-        if scale > FRACTION_DIGITS as i64 {
+        if frac.len() > FRACTION_DIGITS {
             return Err(AmountError::TooPrecise);
         }
-        let trailing_zeros = digits.len() - digits.trim_end_matches('0').len();
-        let significant = digits.trim_end_matches('0');
-        let scale = scale - trailing_zeros as i64;
-        if significant.is_empty() {
-            return Ok(Amount(0));
-        }
-        if scale > FRACTION_DIGITS as i64 {
-            return Err(AmountError::TooPrecise);
-        }
-        let shift = FRACTION_DIGITS as i64 - scale;
-        if significant.len() as i64 + shift > 19 {
+        // At most 13 integer digits fit below MAX_MICROS; checked before parsing so
+        // that no length of digits can overflow.
+        if int_part.len() > 13 {
             return Err(AmountError::TooLarge);
         }
-        let mut micros: i64 = significant.parse().map_err(|_| AmountError::TooLarge)?;
-        for _ in 0..shift {
-            micros = micros.checked_mul(10).ok_or(AmountError::TooLarge)?;
-        }
+        let units: i64 = int_part.parse().map_err(|_| AmountError::NotANumber)?;
+        let frac_micros: i64 = if frac.is_empty() {
+            0
+        } else {
+            let padded = format!("{frac:0<width$}", width = FRACTION_DIGITS);
+            padded.parse().map_err(|_| AmountError::NotANumber)?
+        };
+        let micros = units
+            .checked_mul(MICROS_PER_UNIT)
+            .and_then(|m| m.checked_add(frac_micros))
+            .ok_or(AmountError::TooLarge)?;
         if micros > MAX_MICROS {
             return Err(AmountError::TooLarge);
         }
@@ -148,36 +141,121 @@ mod tests {
         Amount::parse_positive(&v).map(Amount::micros)
     }
 
+    /// A JSON number as the client wrote it (the request parser keeps its text).
+    fn number(text: &str) -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert!(v.is_number(), "{text}");
+        v
+    }
+
     #[test]
     fn parses_strings_and_numbers() {
         assert_eq!(parse(json!("12.50")), Ok(12_500_000));
+        assert_eq!(parse(json!("10.50")), Ok(10_500_000));
         assert_eq!(parse(json!("10")), Ok(10_000_000));
+        assert_eq!(parse(json!("0.5")), Ok(500_000));
         assert_eq!(parse(json!("0.000001")), Ok(1));
-        assert_eq!(parse(json!(12.5)), Ok(12_500_000));
-        assert_eq!(parse(json!(0.000001)), Ok(1));
-        assert_eq!(parse(json!(100)), Ok(100_000_000));
-        assert_eq!(parse(json!(".5")), Ok(500_000));
         assert_eq!(parse(json!("1.230000")), Ok(1_230_000));
-        assert_eq!(parse(json!("1.2300000")), Err(AmountError::TooPrecise));
+        assert_eq!(parse(json!("1000000000000")), Ok(MAX_MICROS));
+        assert_eq!(parse(json!(10)), Ok(10_000_000));
+        assert_eq!(parse(json!(12.5)), Ok(12_500_000));
+        assert_eq!(parse(json!(100)), Ok(100_000_000));
+        assert_eq!(parse(number("10.5")), Ok(10_500_000));
+        assert_eq!(parse(number("10.50")), Ok(10_500_000));
+        assert_eq!(parse(number("0.000001")), Ok(1));
+        assert_eq!(parse(number("10.000000")), Ok(10_000_000));
     }
 
     #[test]
     fn rejects_bad_amounts() {
-        assert_eq!(parse(json!("0")), Err(AmountError::NotPositive));
-        assert_eq!(parse(json!("-1")), Err(AmountError::NotPositive));
-        assert_eq!(parse(json!("0.0000001")), Err(AmountError::TooPrecise));
-        assert_eq!(parse(json!(0.0000001)), Err(AmountError::TooPrecise));
-        assert_eq!(parse(json!("abc")), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!("1.2.3")), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!("")), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!(".")), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!(null)), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!(true)), Err(AmountError::NotANumber));
-        assert_eq!(parse(json!("1e30")), Err(AmountError::TooLarge));
+        use AmountError::*;
+        assert_eq!(parse(json!("0")), Err(NotPositive));
+        assert_eq!(parse(json!("0.0")), Err(NotPositive));
+        assert_eq!(parse(json!("-1")), Err(NotPositive));
+        assert_eq!(parse(json!("-0")), Err(NotPositive));
+        assert_eq!(parse(json!("1.2300000")), Err(TooPrecise));
+        assert_eq!(parse(json!("0.0000001")), Err(TooPrecise));
+        assert_eq!(parse(json!("1e30")), Err(NotANumber));
+        assert_eq!(parse(json!("1000000000000.000001")), Err(TooLarge));
+        assert_eq!(parse(json!("10000000000000")), Err(TooLarge));
+        assert_eq!(parse(json!("99999999999999999999999")), Err(TooLarge));
+        assert_eq!(parse(json!(null)), Err(NotANumber));
+        assert_eq!(parse(json!(true)), Err(NotANumber));
+        assert_eq!(parse(json!(["1"])), Err(NotANumber));
+        assert_eq!(parse(json!({"amount": "1"})), Err(NotANumber));
+    }
+
+    #[test]
+    fn refuses_every_form_but_the_plain_one() {
+        use AmountError::*;
+        for text in [
+            "",
+            ".",
+            "abc",
+            "1.2.3",
+            ".5",
+            "5.",
+            "0010",
+            "00",
+            "01.5",
+            "+1",
+            "+1.5",
+            " 1",
+            "1 ",
+            "\t1",
+            "1\n",
+            "1 000",
+            "1,5",
+            "1e3",
+            "1E3",
+            "1e-2",
+            "1.5e1",
+            "0x10",
+            "1_000",
+            "١٢",
+            "１",
+            "10.5\u{0}",
+            "NaN",
+            "inf",
+            "--1",
+            "-",
+            "1.-5",
+            "1.+5",
+        ] {
+            assert_eq!(parse(json!(text)), Err(NotANumber), "{text:?}");
+        }
+        assert_eq!(parse(json!("1.0000000")), Err(TooPrecise));
+    }
+
+    #[test]
+    fn numbers_are_judged_by_their_text() {
+        use AmountError::*;
+        for text in [
+            "1e3", "1E3", "1e-7", "1.5e1", "1e308", "1e400", "10.0e0", "0.1e1", "-1e3",
+        ] {
+            assert!(parse(number(text)).is_err(), "{text}");
+        }
+        assert_eq!(parse(number("1e3")), Err(NotANumber));
+        assert_eq!(parse(number("-0")), Err(NotPositive));
+        assert_eq!(parse(number("-5")), Err(NotPositive));
+        assert_eq!(parse(number("0")), Err(NotPositive));
+        assert_eq!(parse(number("0.0000001")), Err(TooPrecise));
+        // Rounds to a valid f64 amount, but the client wrote 7 decimals.
+        assert_eq!(parse(number("10.0000010")), Err(TooPrecise));
+        assert_eq!(parse(number("0.10000000000000000001")), Err(TooPrecise));
         assert_eq!(
-            parse(json!("99999999999999999999999")),
-            Err(AmountError::TooLarge)
+            parse(number("123456789012345678901234567890")),
+            Err(TooLarge)
         );
+    }
+
+    #[test]
+    fn parse_decimal_keeps_the_sign_for_signed_amounts() {
+        assert_eq!(Amount::parse_decimal("-2.00"), Ok(Amount(-2_000_000)));
+        assert_eq!(Amount::parse_decimal("-0.000001"), Ok(Amount(-1)));
+        assert_eq!(Amount::parse_decimal("0"), Ok(Amount(0)));
+        assert_eq!(Amount::parse_decimal("-01"), Err(AmountError::NotANumber));
+        assert_eq!(Amount::parse_decimal("- 1"), Err(AmountError::NotANumber));
     }
 
     #[test]
@@ -192,7 +270,16 @@ mod tests {
 
     #[test]
     fn format_then_parse_round_trips() {
-        for m in [1, 10, 999_999, 1_000_000, 123_456_789, MAX_MICROS] {
+        for m in [
+            1,
+            10,
+            999_999,
+            1_000_000,
+            123_456_789,
+            MAX_MICROS,
+            -1,
+            -MAX_MICROS,
+        ] {
             let a = Amount(m);
             assert_eq!(Amount::parse_decimal(&a.to_string()), Ok(a));
         }

@@ -18,6 +18,10 @@ pub enum ErrorSlug {
     DuplicateRequest,
     PayloadTooLarge,
     MethodNotAllowed,
+    UriTooLong,
+    HeadersTooLarge,
+    RequestTimeout,
+    RateLimited,
     // Request validation.
     InvalidRequest,
     ValidationError,
@@ -66,6 +70,8 @@ pub enum ErrorSlug {
     InternalError,
     ProviderError,
     TopupAttemptsExceeded,
+    /// `GET /ready` while the database does not answer.
+    NotReady,
 }
 
 impl ErrorSlug {
@@ -82,6 +88,10 @@ impl ErrorSlug {
             DuplicateRequest => "duplicate_request",
             PayloadTooLarge => "payload_too_large",
             MethodNotAllowed => "method_not_allowed",
+            UriTooLong => "uri_too_long",
+            HeadersTooLarge => "headers_too_large",
+            RequestTimeout => "request_timeout",
+            RateLimited => "rate_limited",
             InvalidRequest => "invalid_request",
             ValidationError => "validation_error",
             InvalidAmount => "invalid_amount",
@@ -124,6 +134,7 @@ impl ErrorSlug {
             InternalError => "internal_error",
             ProviderError => "provider_error",
             TopupAttemptsExceeded => "topup_attempts_exceeded",
+            NotReady => "not_ready",
         }
     }
 
@@ -134,6 +145,10 @@ impl ErrorSlug {
             ApiKeyInvalid | InsufficientFunds => 403,
             PayloadTooLarge => 413,
             MethodNotAllowed => 405,
+            RequestTimeout => 408,
+            UriTooLong => 414,
+            HeadersTooLarge => 431,
+            RateLimited => 429,
             EncryptedPayloadMissing
             | DecryptionFailed
             | RequestTimestampMissing
@@ -170,7 +185,7 @@ impl ErrorSlug {
             | InvalidTransactionState => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
-            TopupAttemptsExceeded => 503,
+            TopupAttemptsExceeded | NotReady => 503,
         }
     }
 
@@ -186,6 +201,10 @@ impl ErrorSlug {
         ErrorSlug::DuplicateRequest,
         ErrorSlug::PayloadTooLarge,
         ErrorSlug::MethodNotAllowed,
+        ErrorSlug::UriTooLong,
+        ErrorSlug::HeadersTooLarge,
+        ErrorSlug::RequestTimeout,
+        ErrorSlug::RateLimited,
         ErrorSlug::InvalidRequest,
         ErrorSlug::ValidationError,
         ErrorSlug::InvalidAmount,
@@ -228,6 +247,7 @@ impl ErrorSlug {
         ErrorSlug::InternalError,
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,
+        ErrorSlug::NotReady,
     ];
 }
 
@@ -304,6 +324,8 @@ mod tests {
         assert_eq!(ErrorSlug::CurrencyMismatch.status(), 422);
         assert_eq!(ErrorSlug::ProviderError.status(), 500);
         assert_eq!(ErrorSlug::TopupAttemptsExceeded.status(), 503);
+        assert_eq!(ErrorSlug::NotReady.status(), 503);
+        assert_eq!(ErrorSlug::NotReady.as_str(), "not_ready");
     }
 
     #[test]

@@ -155,6 +155,11 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Where the server serves `GET /metrics` (when started with `metrics_listen`).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().and_then(|s| s.metrics_addr)
+    }
+
     /// Stops this test's own server (its workers too); the database stays.
     pub async fn stop_server(&mut self) {
         if let Some(server) = self.server.take() {

@@ -33,7 +33,7 @@ impl ServeProcess {
         database_url: &str,
         extra: &[&str],
     ) -> ServeProcess {
-        let mut child = issuing()
+        let child = issuing()
             .args(extra)
             .arg("--data-dir")
             .arg(data_dir)
@@ -43,6 +43,10 @@ impl ServeProcess {
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn issuing serve");
+        Self::from_child(child).await
+    }
+
+    async fn from_child(mut child: Child) -> ServeProcess {
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
         let mut banner = Vec::new();
@@ -64,6 +68,25 @@ impl ServeProcess {
             base,
             banner,
         }
+    }
+
+    /// `cmd` (global options already given) run as `serve` with at most `nofile` open
+    /// descriptors (through util-linux `prlimit`).
+    pub async fn spawn_with_limit(cmd: Command, nofile: u32) -> ServeProcess {
+        let std = cmd.as_std();
+        let mut limited = Command::new("prlimit");
+        limited
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(std.get_program())
+            .args(std.get_args())
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env_remove("ISSUING_MASTER_KEY")
+            .env_remove("ISSUING_DATABASE_URL")
+            .env_remove("ISSUING_DATA_DIR")
+            .env("ISSUING_LOG", "warn")
+            .kill_on_drop(true)
+            .stdout(Stdio::piped());
+        Self::from_child(limited.spawn().expect("spawn prlimit issuing serve")).await
     }
 
     /// The value printed after `name:` in the first-run banner.

@@ -26,6 +26,9 @@ use issuing_store::ledger::{self, TransferMeta};
 use issuing_store::{Conn, StoreError, Tx};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
+/// The longest network message id kept (the same bound as an idempotency key).
+const MAX_MESSAGE_ID_LEN: usize = 255;
+
 /// The merchant of a card transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Merchant {
@@ -117,6 +120,12 @@ pub(crate) async fn apply(
     message: Message,
 ) -> Result<Applied, ApiError> {
     if let Some(id) = message_id {
+        // Stored in a primary key: PostgreSQL refuses index entries above ~2.7 KB.
+        if id.len() > MAX_MESSAGE_ID_LEN {
+            return Err(ApiError::validation(format!(
+                "network_message_id must be at most {MAX_MESSAGE_ID_LEN} bytes"
+            )));
+        }
         if let Some(applied) = already_applied(state, project_id, id).await? {
             return Ok(applied);
         }

@@ -29,11 +29,32 @@ pub(crate) async fn envelope_layer(
 ) -> Response {
     match open_request(&state, req).await {
         Ok((req, key)) => {
-            let response = next.run(req).await;
+            // Text rules for the whole request (no control characters), answered sealed
+            // like any validation error: the caller has proved it holds the key.
+            let refused = req
+                .extensions()
+                .get::<Plaintext>()
+                .and_then(|p| super::text::check_request(&p.0).err());
+            let response = match refused {
+                Some(e) => error_response(&e),
+                None => next.run(req).await,
+            };
             seal_response(&key, response).await
         }
         Err(e) => error_response(&e),
     }
+}
+
+/// Whether reading the body failed because it exceeded the limit.
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn plain(slug: ErrorSlug, message: &str) -> ApiError {
@@ -86,7 +107,15 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
     let (mut parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, state.config.max_body_bytes)
         .await
-        .map_err(|_| plain(ErrorSlug::PayloadTooLarge, "Request body too large"))?;
+        .map_err(|e| {
+            // Over the limit is 413; a body that breaks off or is malformed (bad
+            // chunked encoding) is the client's error too, but a 400.
+            if is_length_limit(&e) {
+                plain(ErrorSlug::PayloadTooLarge, "Request body too large")
+            } else {
+                plain(ErrorSlug::InvalidRequest, "Malformed request body")
+            }
+        })?;
     let missing = || {
         plain(
             ErrorSlug::EncryptedPayloadMissing,

@@ -71,6 +71,13 @@ pub(crate) fn key_from(headers: &HeaderMap, req: &Value) -> Result<String, ApiEr
             "Idempotency key is required",
         ));
     }
+    // The body field is checked with the rest of the request (pipeline/text.rs); a
+    // header value may still hold a tab, and obs-text never reaches here (not text).
+    if super::text::has_control(&key) {
+        return Err(ApiError::validation(
+            "idempotency key must not contain control characters",
+        ));
+    }
     if key.len() > MAX_KEY_LEN {
         return Err(ApiError::validation(format!(
             "idempotency key must be at most {MAX_KEY_LEN} bytes"
@@ -163,5 +170,27 @@ where
             }
             Err(e.into())
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use serde_json::json;
+
+    #[test]
+    fn key_from_refuses_control_characters() {
+        let mut headers = HeaderMap::new();
+        headers.insert("Idempotency-Key", HeaderValue::from_static("a\tb"));
+        let e = key_from(&headers, &json!({})).unwrap_err();
+        assert_eq!(e.slug, ErrorSlug::ValidationError);
+        let e = key_from(&HeaderMap::new(), &json!({"idempotency_key": "a\u{0}b"})).unwrap_err();
+        assert_eq!(e.slug, ErrorSlug::ValidationError);
+        assert_eq!(
+            key_from(&HeaderMap::new(), &json!({"idempotency_key": " k-1 "})).unwrap(),
+            "k-1"
+        );
     }
 }

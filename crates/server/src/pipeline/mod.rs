@@ -4,8 +4,13 @@
 mod envelope;
 mod extract;
 pub(crate) mod idempotency;
+pub(crate) mod rate_limit;
 mod reply;
+mod request_id;
+mod text;
+pub(crate) mod timeout;
 
 pub(crate) use envelope::envelope_layer;
 pub(crate) use extract::{Caller, Payload, RawRequest};
 pub(crate) use reply::{reply, ApiResult, HttpError};
+pub(crate) use request_id::request_id_layer;

@@ -6,6 +6,7 @@ mod cards;
 mod filters;
 pub(crate) mod orders;
 mod project;
+mod ready;
 mod simulate;
 mod system;
 mod threeds;
@@ -65,7 +66,12 @@ pub(crate) fn router(state: AppState) -> Router {
             state.clone(),
             envelope_layer,
         ))
-        .with_state(state);
+        // Outside the envelope: a flood is refused before any lookup or decryption.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::pipeline::rate_limit::rate_limit_layer,
+        ))
+        .with_state(state.clone());
     Router::new()
         .nest("/api/v2", api)
         // Plain liveness probe for load balancers and operators; no credentials needed.
@@ -73,6 +79,15 @@ pub(crate) fn router(state: AppState) -> Router {
             "/health",
             get(|| async { Json(serde_json::json!({"success": true, "status": "ok"})) }),
         )
+        // Readiness probe: 503 while the database does not answer.
+        .route("/ready", get(ready::ready).with_state(state.clone()))
+        .layer(middleware::from_fn(crate::pipeline::timeout::timeout_layer))
+        // Outermost: every answer is counted and carries a request id.
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            crate::metrics::track_requests,
+        ))
+        .layer(middleware::from_fn(crate::pipeline::request_id_layer))
 }
 
 /// The card network simulator: thin callers of the same entry points a provider adapter

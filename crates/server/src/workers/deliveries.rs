@@ -172,6 +172,8 @@ async fn deliver(
     let (info, key) = {
         let mut conn = state.store.conn().await?;
         let info = deliveries::send_info(&mut conn, d).await?;
+        // The project's newest valid key (`api_keys_of` is newest first): after a
+        // rotation, webhooks use the new key and secret at once, grace period or not.
         let key = projects::api_keys_of(&mut conn, &d.project_id)
             .await?
             .into_iter()
@@ -221,6 +223,7 @@ async fn deliver(
         Some(e) => retry_or_fail(state, d, status, e.clone()),
     };
     tracing::debug!(delivery_id = %d.id, state = outcome.state, status = ?status, "webhook attempt");
+    state.metrics.webhook_attempt(outcome.state);
     finish(state, &claimed, &outcome, result.gone()).await
 }
 

@@ -1,0 +1,24 @@
+//! Bounds the time one request may take once its head has arrived, body included: a
+//! client that drips its body, or a request stuck behind a lock, is answered 408
+//! `request_timeout` (plain) instead of holding its connection and worker forever.
+
+use super::reply::error_response;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use issuing_wire::{ApiError, ErrorSlug};
+use std::time::Duration;
+
+/// Above the slowest legitimate request (a provider call is bounded at 10 s, database
+/// waits at 15 s).
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(crate) async fn timeout_layer(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => error_response(&ApiError::new(
+            ErrorSlug::RequestTimeout,
+            "The request took too long",
+        )),
+    }
+}
