@@ -254,3 +254,40 @@ async fn data_files_are_private_whatever_the_umask() {
     assert!(checked >= 2, "the database and the master key");
     assert!(data.join("issuing.db").exists() && data.join("master.key").exists());
 }
+
+both_backends_with!(
+    a_request_whose_body_never_completes_gets_408,
+    ServerConfig {
+        request_timeout: Duration::from_secs(1),
+        ..Default::default()
+    },
+    |t: TestServer| async move {
+        let addr = host(&t);
+        let started = Instant::now();
+        let head = format!(
+            "POST /api/v2/system/health HTTP/1.1\r\nHost: x\r\nAPI-KEY: {}\r\nContent-Length: 100\r\n\r\n{{\"encr",
+            t.creds.api_key
+        );
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Read until the answer's body is complete (the connection may stay open).
+        while !String::from_utf8_lossy(&out).contains("}") {
+            let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+                .await
+                .expect("no answer to a stalled body")
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&out).to_string();
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        let body: Value = serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
+        assert_eq!(body["error_slug"], "request_timeout");
+        assert_eq!(body["success"], false);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+);

@@ -47,6 +47,8 @@ pub struct ServerConfig {
     pub sandbox: SandboxConfig,
     /// Connections served at once (lowered to fit the descriptor limit).
     pub max_connections: usize,
+    /// Time a request may take once its head arrived, body included (408 after it).
+    pub request_timeout: Duration,
     /// Requests per second per API key, with a burst of twice that; 0 turns it off.
     pub rate_limit: u32,
     /// Order workers per process.
@@ -73,6 +75,7 @@ impl Default for ServerConfig {
             metrics_listen: None,
             max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             rate_limit: DEFAULT_RATE_LIMIT,
+            request_timeout: crate::pipeline::timeout::DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }

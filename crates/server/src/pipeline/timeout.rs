@@ -3,7 +3,8 @@
 //! `request_timeout` (plain) instead of holding its connection and worker forever.
 
 use super::reply::error_response;
-use axum::extract::Request;
+use crate::state::AppState;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use issuing_wire::{ApiError, ErrorSlug};
@@ -11,10 +12,14 @@ use std::time::Duration;
 
 /// Above the slowest legitimate request (a provider call is bounded at 10 s, database
 /// waits at 15 s).
-pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub(crate) async fn timeout_layer(req: Request, next: Next) -> Response {
-    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+pub(crate) async fn timeout_layer(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(state.config.request_timeout, next.run(req)).await {
         Ok(response) => response,
         Err(_) => error_response(&ApiError::new(
             ErrorSlug::RequestTimeout,

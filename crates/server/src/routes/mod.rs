@@ -81,7 +81,10 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         // Readiness probe: 503 while the database does not answer.
         .route("/ready", get(ready::ready).with_state(state.clone()))
-        .layer(middleware::from_fn(crate::pipeline::timeout::timeout_layer))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::pipeline::timeout::timeout_layer,
+        ))
         // Outermost: every answer is counted and carries a request id.
         .layer(middleware::from_fn_with_state(
             state.metrics.clone(),
