@@ -323,7 +323,7 @@ impl Forward {
                 let e = if e.is_timeout() {
                     format!("no answer within {FORWARD_TIMEOUT:?}")
                 } else {
-                    error_chain(&e)
+                    issuing_client::error_chain(&e)
                 };
                 eprintln!(
                     "forward: {name} {delivery} -> error: {e}; answering 502, the server will retry"
@@ -378,20 +378,6 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
         _ => addr,
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.ends_with(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text
 }
 
 /// SIGINT and SIGTERM, registered at once (a handler installed lazily would leave a

@@ -392,7 +392,7 @@ async fn read_bounded(path: &str, mut response: reqwest::Response) -> Result<Vec
 }
 
 /// An error and its causes on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

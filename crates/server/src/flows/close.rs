@@ -101,13 +101,7 @@ pub(crate) async fn close(
     let order_id = new_id();
     crate::provider::bounded(state.provider.close_card(&order_id, &provider_card_id))
         .await
-        .map_err(|e| {
-            tracing::warn!(card_id = %card.id, error = %e, "provider refused to close a card");
-            ApiError::new(
-                ErrorSlug::ProviderError,
-                format!("Card provider error: {e}"),
-            )
-        })?;
+        .map_err(|e| crate::provider::failed_call(&card.id, "close", &e))?;
 
     let now = now_micros();
     let mut tx = state.store.begin().await?;

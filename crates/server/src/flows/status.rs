@@ -73,13 +73,7 @@ pub(crate) async fn change(
         change == Change::Freeze,
     ))
     .await
-    .map_err(|e| {
-        tracing::warn!(card_id = %card.id, error = %e, "provider refused a status change");
-        ApiError::new(
-            ErrorSlug::ProviderError,
-            format!("Card provider error: {e}"),
-        )
-    })?;
+    .map_err(|e| crate::provider::failed_call(&card.id, "status change", &e))?;
 
     let now = now_micros();
     let mut tx = state.store.begin().await?;

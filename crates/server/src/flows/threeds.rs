@@ -325,10 +325,7 @@ pub(crate) async fn confirm(
         confirm,
     ))
     .await
-    .map_err(|e| {
-        tracing::warn!(card_id = %card.id, securement_id = %securement.id, error = %e, "provider refused a 3DS answer");
-        ApiError::new(ErrorSlug::ProviderError, format!("Card provider error: {e}"))
-    })?;
+    .map_err(|e| crate::provider::failed_call(&card.id, "3ds answer", &e))?;
 
     let outcome = if confirm {
         securements::CONFIRMED

@@ -24,6 +24,20 @@ pub async fn bounded<T>(
         .unwrap_or_else(|_| Err(ProviderError::Transient("provider call timed out".into())))
 }
 
+/// A synchronous provider call that failed, as the request's answer (CONTRACT §4: 500
+/// `provider_error`); the cause is logged with the card and what was asked.
+pub(crate) fn failed_call(
+    card_id: &str,
+    action: &str,
+    e: &ProviderError,
+) -> issuing_wire::ApiError {
+    tracing::warn!(card_id, action, error = %e, "provider call failed");
+    issuing_wire::ApiError::new(
+        issuing_wire::ErrorSlug::ProviderError,
+        format!("Card provider error: {e}"),
+    )
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
     /// Worth retrying (timeouts, provider overload).
