@@ -85,6 +85,18 @@ both_backends!(authentication_errors, |t: TestServer| async move {
     )
     .await;
     assert_plain_error(s, &v, 400, "decryption_failed");
+    // The message tells a wrong secret apart from a malformed envelope.
+    assert!(v["error"].as_str().unwrap().contains("secret"), "{v}");
+    let (_, bad64) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        json!({"encrypted": "!!notbase64"}).to_string(),
+    )
+    .await;
+    assert!(
+        !bad64["error"].as_str().unwrap().contains("secret"),
+        "{bad64}"
+    );
     // A version byte other than 0x02.
     let enc = issuing_envelope::seal(
         &Key::from_secret(&t.creds.api_secret),
@@ -130,7 +142,20 @@ both_backends!(authentication_errors, |t: TestServer| async move {
         )
         .await;
         assert_plain_error(s, &v, 400, "request_timestamp_out_of_window");
+        assert!(
+            v["error"].as_str().unwrap().contains("server time is"),
+            "{v}"
+        );
     }
+    // Milliseconds instead of microseconds: the message names the mistake.
+    let (s, v) = plain(
+        &t,
+        Some(&t.creds.api_key),
+        good(&json!({ "request_timestamp": now_micros() / 1000 })),
+    )
+    .await;
+    assert_plain_error(s, &v, 400, "request_timestamp_out_of_window");
+    assert!(v["error"].as_str().unwrap().contains("milliseconds"), "{v}");
     // A timestamp given as a string of digits is accepted.
     let (s, v) = plain(
         &t,

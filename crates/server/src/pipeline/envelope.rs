@@ -134,10 +134,27 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
         Some(Value::String(s)) => s,
         Some(_) => return Err(malformed()),
     };
-    let plaintext = issuing_envelope::open(&key, sealed).map_err(|_| malformed())?;
-    let request: Value = serde_json::from_slice(&plaintext).map_err(|_| malformed())?;
+    let plaintext = issuing_envelope::open(&key, sealed).map_err(|e| match e {
+        // Well-formed but not sealed with this key's secret (or altered on the way):
+        // the usual cause is a wrong or outdated API secret, so say so.
+        issuing_envelope::OpenError::Authentication => plain(
+            ErrorSlug::DecryptionFailed,
+            "The payload could not be decrypted with this API key's secret              (wrong secret, or the body was altered)",
+        ),
+        other => ApiError::new(
+            ErrorSlug::DecryptionFailed,
+            format!("Invalid encrypted payload format: {other}"),
+        ),
+    })?;
+    let not_object = || {
+        plain(
+            ErrorSlug::DecryptionFailed,
+            "The decrypted payload is not a JSON object",
+        )
+    };
+    let request: Value = serde_json::from_slice(&plaintext).map_err(|_| not_object())?;
     if !request.is_object() {
-        return Err(malformed());
+        return Err(not_object());
     }
 
     if !UNTIMED_PATHS.contains(&path.as_str()) {
@@ -149,6 +166,26 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
     });
     parts.extensions.insert(Plaintext(Arc::new(request)));
     Ok((Request::from_parts(parts, Body::empty()), key))
+}
+
+/// Says how far off the timestamp is, and names the likely unit mistake: a timestamp in
+/// milliseconds or seconds is 10^3 or 10^6 times too small.
+fn out_of_window_message(ts: i64, now: i64, window: i64) -> String {
+    let off_secs = (ts.saturating_sub(now)) as f64 / 1e6;
+    let mut msg = format!(
+        "Request timestamp outside allowed window: server time is {now} (microseconds since \
+         the epoch), request_timestamp is {ts}, {off_secs:.1} s away; the window is ±{} s",
+        window / 1_000_000
+    );
+    let near = |scaled: i64| scaled.abs_diff(now) <= window.unsigned_abs();
+    if near(ts.saturating_mul(1_000)) {
+        msg.push_str(". request_timestamp looks like milliseconds: send microseconds");
+    } else if near(ts.saturating_mul(1_000_000)) {
+        msg.push_str(". request_timestamp looks like seconds: send microseconds");
+    } else {
+        msg.push_str(". Check the clock, or ask system/time for the server's time");
+    }
+    msg
 }
 
 async fn check_timestamp(
@@ -180,9 +217,9 @@ async fn check_timestamp(
     let window = i64::try_from(state.config.timestamp_window.as_micros()).unwrap_or(i64::MAX);
     let now = now_micros();
     if ts.abs_diff(now) > window.unsigned_abs() {
-        return Err(plain(
+        return Err(ApiError::new(
             ErrorSlug::RequestTimestampOutOfWindow,
-            "Request timestamp outside allowed window",
+            out_of_window_message(ts, now, window),
         ));
     }
     // Remembered until the timestamp itself leaves the window: after that the window
@@ -218,4 +255,22 @@ async fn seal_response(key: &Key, response: Response) -> Response {
         HeaderValue::from_static("application/json"),
     );
     Response::from_parts(parts, Body::from(sealed.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::out_of_window_message;
+
+    #[test]
+    fn names_the_unit_mistake() {
+        let now = 1_795_292_237_930_214;
+        let w = 30_000_000;
+        assert!(out_of_window_message(now / 1_000, now, w).contains("milliseconds"));
+        assert!(out_of_window_message(now / 1_000_000, now, w).contains("seconds"));
+        let m = out_of_window_message(now - 120_000_000, now, w);
+        assert!(
+            m.contains("-120.0 s away") && m.contains("system/time"),
+            "{m}"
+        );
+    }
 }
