@@ -30,6 +30,14 @@ pub enum AdminCommand {
     /// Check the ledger: every transfer balances, every balance equals its entries,
     /// no customer balance is negative. Exits 1 and names each bad account on mismatch.
     VerifyLedger,
+    /// Sandbox only: fresh credentials for the database's demo project (created if
+    /// missing), printed as JSON. Rotates its key with no grace: the previous secret
+    /// stops working at once.
+    Demo {
+        /// `sandbox` or `production` (refused), as for `serve`.
+        #[arg(long, env = "ISSUING_MODE")]
+        mode: Option<String>,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -89,6 +97,17 @@ const LIST_LIMIT: i64 = 10_000;
 
 pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
     let file = settings::load_file(global)?;
+    if let AdminCommand::Demo { mode } = &cmd {
+        // Decided before the database is touched, from the settings `serve` reads.
+        let args = settings::ServerArgs {
+            mode: mode.clone(),
+            ..Default::default()
+        };
+        if settings::server_config(&args, &file)?.mode != issuing_server::Mode::Sandbox {
+            eprintln!("error: `admin demo` works only in sandbox mode (the mode is production)");
+            return Ok(ExitCode::from(2));
+        }
+    }
     let (store, master, _) = settings::open_store(global, &file).await?;
     let code = match cmd {
         AdminCommand::Project(ProjectCommand::Create { name }) => {
@@ -194,6 +213,11 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             );
             ExitCode::SUCCESS
         }
+        AdminCommand::Demo { .. } => {
+            let creds = demo_credentials(&store, &master).await?;
+            println!("{}", serde_json::to_string(&creds)?);
+            ExitCode::SUCCESS
+        }
         AdminCommand::VerifyLedger => {
             let mut conn = store.conn().await?;
             let problems = ledger::verify(&mut conn).await?;
@@ -224,4 +248,38 @@ async fn set_status(
         json!({"project_id": project, "status": status, "previous_status": before})
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fresh credentials of the demo project: a new project's own, or a rotated key (grace
+/// 0, so the previous keys stop working) for an existing one.
+async fn demo_credentials(
+    store: &issuing_store::Store,
+    master: &issuing_server::MasterKey,
+) -> anyhow::Result<issuing_server::projects::NewProjectCredentials> {
+    if let Some(created) = issuing_server::projects::ensure_demo_project(
+        store,
+        master,
+        issuing_server::projects::DEMO_CREDIT,
+    )
+    .await?
+    {
+        return Ok(created);
+    }
+    let project_id = issuing_server::projects::demo_project_id(store)
+        .await?
+        .context("the database names no demo project")?;
+    let mut conn = store.conn().await?;
+    let project = projects::get(&mut conn, &project_id)
+        .await?
+        .with_context(|| format!("the demo project {project_id} does not exist"))?;
+    drop(conn);
+    let rotated =
+        issuing_server::projects::rotate_key(store, master, &project_id, std::time::Duration::ZERO)
+            .await?;
+    Ok(issuing_server::projects::NewProjectCredentials {
+        project_id,
+        api_key: rotated.api_key,
+        api_secret: rotated.api_secret,
+        deposit_address: project.deposit_address.unwrap_or_default(),
+    })
 }

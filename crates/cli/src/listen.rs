@@ -9,6 +9,7 @@
 //! - stderr, for a refused delivery (wrong API-KEY, undecryptable): `rejected a delivery: …`
 //! - stderr, on SIGINT/SIGTERM after `wh/unsubscribe`: `unsubscribed <id>`, exit code 0
 
+use crate::remote::{RemoteArgs, Signals};
 use anyhow::{bail, Context};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -40,19 +41,8 @@ const TITLE: &str = "issuing listen";
 
 #[derive(clap::Args)]
 pub struct ListenArgs {
-    /// Base URL of the issuing API (without /api/v2).
-    #[arg(
-        long,
-        env = "ISSUING_BASE_URL",
-        default_value = "http://127.0.0.1:8080"
-    )]
-    base_url: String,
-    /// The project's API key.
-    #[arg(long, env = "ISSUING_API_KEY")]
-    api_key: String,
-    /// The project's API secret (prefer the environment variable: flags show up in `ps`).
-    #[arg(long, env = "ISSUING_API_SECRET", hide_env_values = true)]
-    api_secret: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
     /// Local address of the webhook receiver; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
@@ -88,8 +78,7 @@ struct Forward {
 }
 
 pub async fn run(args: ListenArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::new(&args.base_url, &args.api_key, &args.api_secret)
-        .context("--base-url / --api-key / --api-secret")?;
+    let client = args.remote.client()?;
     let event_types: Vec<String> = args
         .event_types
         .iter()
@@ -353,11 +342,7 @@ async fn print_event(event: &Value, pretty: bool) -> std::io::Result<()> {
 }
 
 fn refuse(status: StatusCode, slug: &str, message: &str) -> Response {
-    (
-        status,
-        Json(json!({"success": false, "error": message, "error_slug": slug})),
-    )
-        .into_response()
+    crate::remote::error_response(status, slug, message)
 }
 
 /// An absolute http(s) URL given on the command line.
@@ -377,48 +362,6 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, addr.port()).into(),
         IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, addr.port()).into(),
         _ => addr,
-    }
-}
-
-/// SIGINT and SIGTERM, registered at once (a handler installed lazily would leave a
-/// window in which the default action kills the process).
-struct Signals {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> anyhow::Result<Signals> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Signals {
-                interrupt: signal(SignalKind::interrupt()).context("installing SIGINT handler")?,
-                terminate: signal(SignalKind::terminate()).context("installing SIGTERM handler")?,
-            })
-        }
-        #[cfg(not(unix))]
-        {
-            Ok(Signals {})
-        }
-    }
-
-    /// The name of the next signal received.
-    async fn next(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.interrupt.recv() => "interrupted",
-                _ = self.terminate.recv() => "terminated",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "interrupted"
-        }
     }
 }
 

@@ -1,10 +1,14 @@
 //! `issuing`: the card-issuing service and its operator commands.
 
 mod admin;
+mod api;
 mod listen;
 mod logging;
+mod proxy;
+mod remote;
 mod serve;
 mod settings;
+mod trigger;
 
 use clap::{Parser, Subcommand};
 use settings::GlobalArgs;
@@ -32,6 +36,15 @@ enum Command {
     /// Subscribe a local receiver to the project's webhooks and print each event as a
     /// JSON line (optionally forwarding it); unsubscribes on Ctrl-C.
     Listen(listen::ListenArgs),
+    /// Call one endpoint: seals the JSON body, prints the opened answer on stdout;
+    /// exits 0 on success, 1 on an API error, 2 on a usage or transport error.
+    Api(api::ApiArgs),
+    /// A local plaintext proxy: POST plain JSON to /api/v2/<endpoint>, get plain JSON
+    /// back; the proxy seals, forwards and opens.
+    Proxy(proxy::ProxyArgs),
+    /// Sandbox: make the server send an event (card.created, card.freeze,
+    /// card_transaction, …) through real API calls on a new user and card.
+    Trigger(trigger::TriggerArgs),
 }
 
 #[tokio::main]
@@ -42,6 +55,9 @@ async fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(&cli.global, args).await,
         Command::Admin(cmd) => admin::run(&cli.global, cmd).await,
         Command::Listen(args) => listen::run(args).await,
+        Command::Api(args) => api::run(args).await,
+        Command::Proxy(args) => proxy::run(args).await,
+        Command::Trigger(args) => trigger::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,5 @@
 use crate::settings::{self, GlobalArgs, ServerArgs};
 use issuing_server::{projects, Mode};
-use issuing_wire::Amount;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -9,8 +8,7 @@ pub struct ServeArgs {
     server: ServerArgs,
 }
 
-/// Sandbox demo projects start with play money so every flow can be tried at once.
-const DEMO_CREDIT: Amount = Amount::from_micros(1_000 * issuing_wire::MICROS_PER_UNIT);
+use issuing_server::projects::DEMO_CREDIT;
 
 pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let file = settings::load_file(global)?;

@@ -81,6 +81,26 @@ impl ClientError {
     }
 }
 
+/// Any answer the API gave, success or error, as returned by [`Client::request`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The opened JSON object (a sealed answer) or the plain JSON object as sent.
+    pub body: Value,
+    /// Whether the body came sealed with the project's key. The server seals every
+    /// answer that passed authentication; only the envelope and authentication errors
+    /// (and `500 internal_error` raised during those checks) are plain.
+    pub sealed: bool,
+}
+
+impl Answer {
+    /// A 2xx status with `"success": true`.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status) && self.body.get("success") == Some(&Value::Bool(true))
+    }
+}
+
 /// A client for one project's credentials on one server. Cheap to clone (the HTTP
 /// connection pool is shared).
 #[derive(Clone)]
@@ -157,24 +177,66 @@ impl Client {
     /// already has one. Returns the opened success body (`"success": true` and the
     /// fields at the root).
     pub async fn call(&self, path: &str, body: Value) -> Result<Value, ClientError> {
+        let (path, status, bytes) = self.send(path, body, None).await?;
+        self.interpret_response(path, status, &bytes)
+    }
+
+    /// Like [`call`](Client::call), but returns every answer that is a JSON object,
+    /// errors included, with its HTTP status: a sealed answer opened, a plain one as
+    /// sent. Only unusable input, transport failures and unreadable answers (not JSON,
+    /// not an object, an envelope that does not open) are errors.
+    pub async fn request(&self, path: &str, body: Value) -> Result<Answer, ClientError> {
+        self.request_with_idempotency_key(path, body, None).await
+    }
+
+    /// [`request`](Client::request) with an `Idempotency-Key` HTTP header when
+    /// `idempotency_key` is given.
+    pub async fn request_with_idempotency_key(
+        &self,
+        path: &str,
+        body: Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<Answer, ClientError> {
+        let (path, status, bytes) = self.send(path, body, idempotency_key).await?;
+        self.open_answer(path, status, &bytes)
+    }
+
+    /// Seals and posts a request; returns the normalized path, the status and the raw
+    /// (bounded) answer.
+    async fn send<'p>(
+        &self,
+        path: &'p str,
+        body: Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<(&'p str, u16, Vec<u8>), ClientError> {
         let url = self.endpoint_url(path)?;
         let path = normalize_path(path)?;
         let envelope = self.seal_request(body)?;
-        let response = self
+        let mut request = self
             .http
             .post(url)
             .header("API-KEY", self.api_key_header.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(envelope)
-            .send()
-            .await
-            .map_err(|error| ClientError::Transport {
-                path: path.to_owned(),
-                error,
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(key) = idempotency_key {
+            let value = HeaderValue::from_str(key).map_err(|_| {
+                ClientError::Config(
+                    "the idempotency key holds characters a header cannot carry".into(),
+                )
             })?;
+            request = request.header("Idempotency-Key", value);
+        }
+        let response =
+            request
+                .body(envelope)
+                .send()
+                .await
+                .map_err(|error| ClientError::Transport {
+                    path: path.to_owned(),
+                    error,
+                })?;
         let status = response.status().as_u16();
         let bytes = read_bounded(path, response).await?;
-        self.interpret_response(path, status, &bytes)
+        Ok((path, status, bytes))
     }
 
     /// Opens a webhook delivery: `api_key_header` is the request's `API-KEY` header and
@@ -241,29 +303,7 @@ impl Client {
             status,
             reason,
         };
-        let outer: Value = serde_json::from_slice(bytes).map_err(|_| {
-            decode(format!(
-                "not JSON: {}",
-                preview(&String::from_utf8_lossy(bytes))
-            ))
-        })?;
-        let (body, sealed) = match outer.get("encrypted").and_then(Value::as_str) {
-            Some(encrypted) => {
-                let plain = issuing_envelope::open(&self.key, encrypted).map_err(|e| {
-                    decode(format!("{e}: the API secret does not match this API key?"))
-                })?;
-                let body: Value = serde_json::from_slice(&plain)
-                    .map_err(|_| decode("the opened response is not JSON".into()))?;
-                (body, true)
-            }
-            None => (outer, false),
-        };
-        if !body.is_object() {
-            return Err(decode(format!(
-                "the response is {}, not an object",
-                kind(&body)
-            )));
-        }
+        let Answer { body, sealed, .. } = self.open_answer(path, status, bytes)?;
         let is_2xx = (200..300).contains(&status);
         match (body.get("success"), is_2xx) {
             (Some(Value::Bool(true)), true) if sealed => return Ok(body),
@@ -293,6 +333,43 @@ impl Client {
             message: text("error")
                 .or_else(|| text("message"))
                 .unwrap_or_else(|| preview(&body.to_string())),
+        })
+    }
+
+    /// Reads a raw answer: JSON, opened when sealed, and a JSON object.
+    fn open_answer(&self, path: &str, status: u16, bytes: &[u8]) -> Result<Answer, ClientError> {
+        let decode = |reason: String| ClientError::Decode {
+            path: path.to_owned(),
+            status,
+            reason,
+        };
+        let outer: Value = serde_json::from_slice(bytes).map_err(|_| {
+            decode(format!(
+                "not JSON: {}",
+                preview(&String::from_utf8_lossy(bytes))
+            ))
+        })?;
+        let (body, sealed) = match outer.get("encrypted").and_then(Value::as_str) {
+            Some(encrypted) => {
+                let plain = issuing_envelope::open(&self.key, encrypted).map_err(|e| {
+                    decode(format!("{e}: the API secret does not match this API key?"))
+                })?;
+                let body: Value = serde_json::from_slice(&plain)
+                    .map_err(|_| decode("the opened response is not JSON".into()))?;
+                (body, true)
+            }
+            None => (outer, false),
+        };
+        if !body.is_object() {
+            return Err(decode(format!(
+                "the response is {}, not an object",
+                kind(&body)
+            )));
+        }
+        Ok(Answer {
+            status,
+            body,
+            sealed,
         })
     }
 }
@@ -429,3 +506,47 @@ fn preview(text: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn client() -> Client {
+        Client::new("http://127.0.0.1:9", "pk_a", "sk_a").unwrap()
+    }
+
+    fn sealed(v: &Value) -> Vec<u8> {
+        let key = Key::from_secret("sk_a");
+        json!({"encrypted": issuing_envelope::seal(&key, v.to_string().as_bytes())})
+            .to_string()
+            .into_bytes()
+    }
+
+    #[test]
+    fn answers_keep_their_status_and_body() {
+        let c = client();
+        let error =
+            json!({"success": false, "error": "User not found", "error_slug": "user_not_found"});
+        let a = c.open_answer("users/get", 404, &sealed(&error)).unwrap();
+        assert_eq!((a.status, &a.body, a.sealed), (404, &error, true));
+        assert!(!a.is_success());
+
+        let ok = json!({"success": true, "status": "ok"});
+        let a = c.open_answer("system/health", 200, &sealed(&ok)).unwrap();
+        assert!(a.is_success() && a.sealed);
+
+        let plain = json!({"success": false, "error": "API key not found", "error_slug": "api_key_not_found"});
+        let a = c
+            .open_answer("system/health", 401, plain.to_string().as_bytes())
+            .unwrap();
+        assert_eq!((a.status, &a.body, a.sealed), (401, &plain, false));
+
+        for bad in [&b"upstream down"[..], b"[1]", br#"{"encrypted": "AAAA"}"#] {
+            assert!(matches!(
+                c.open_answer("x", 502, bad),
+                Err(ClientError::Decode { status: 502, .. })
+            ));
+        }
+    }
+}

@@ -67,6 +67,15 @@ async fn insert_project(
 
 const DEMO_SETTING: &str = "demo_project_id";
 
+/// Sandbox demo projects start with play money so every flow can be tried at once.
+pub const DEMO_CREDIT: Amount = Amount::from_micros(1_000 * issuing_wire::MICROS_PER_UNIT);
+
+/// The demo project of this database, if one was created.
+pub async fn demo_project_id(store: &Store) -> Result<Option<String>, StoreError> {
+    let mut conn = store.conn().await?;
+    settings::get(&mut conn, DEMO_SETTING).await
+}
+
 /// Creates the demo project once per database, credited with `credit` in the same
 /// transaction. Returns its credentials only on the run that created it; several
 /// processes starting together still create exactly one.
