@@ -17,19 +17,26 @@ plain JSON, so both are handled.
 
 Library use::
 
-    from issuing_client import Client
+    from issuing_client import Client, IssuingApiError
     client = Client("http://localhost:8080", "my-api-key", "my-api-secret")
-    status, body = client.call("project/balance")
-    status, body = client.call("users/create", external_user_id="u-1")
-    # Endpoints that need an idempotency key take it as a keyword; it is sent
-    # as the Idempotency-Key header:
-    #   client.call(path, idempotency_key="topup-42", **fields)
+    # One method per endpoint: returns the success body, raises IssuingApiError
+    # (status, slug, message) for an API error.
+    balance = client.project_balance()
+    user = client.users_create(external_user_id="u-1")
+    card = client.cards_create(external_user_id="u-1", product_code="virtual_usd",
+                               idempotency_key="card-1")
+    order = client.wait_order(card["order"]["order_id"])
+    # The lower-level call returns (http_status, body) and raises nothing for
+    # API errors. Endpoints that need an idempotency key take it as a keyword;
+    # it is sent as the Idempotency-Key header:
+    status, body = client.call("cards/topup", idempotency_key="topup-42", card_id="...", amount="25")
 
 CLI use (values may also come from ISSUING_BASE_URL, ISSUING_API_KEY and
-ISSUING_API_SECRET)::
+ISSUING_API_SECRET); stdout holds only the answer's JSON, so it pipes into jq::
 
     python3 issuing_client.py --base-url http://localhost:8080 \\
         --api-key K --api-secret S users/get '{"external_user_id": "u-1"}'
+    issuing-client project/balance | jq -r .available   # after pip install ./clients/python
 
 Only dependency beyond the standard library: PyNaCl (``pip install pynacl``).
 """
@@ -43,6 +50,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -55,6 +63,9 @@ import nacl.utils
 __all__ = [
     "Client",
     "IssuingClientError",
+    "IssuingApiError",
+    "ENDPOINTS",
+    "next_request_timestamp",
     "derive_key",
     "seal",
     "open_envelope",
@@ -69,6 +80,22 @@ MAC_LEN = nacl.secret.SecretBox.MACBYTES  # 16
 
 class IssuingClientError(Exception):
     """The server could not be reached, or answered something that is not the protocol."""
+
+
+class IssuingApiError(Exception):
+    """An error answered by the API (raised by the per-endpoint methods, not by ``call``).
+
+    ``status`` is the HTTP status, ``slug`` the ``error_slug`` (``unknown_error`` if the
+    body had none), ``message`` the readable ``error`` and ``body`` the whole answer.
+    """
+
+    def __init__(self, status: int, slug: str, message: str, body: Dict[str, Any], path: str = ""):
+        super().__init__(f"{message} ({slug}, HTTP {status})")
+        self.status = status
+        self.slug = slug
+        self.message = message
+        self.body = body
+        self.path = path
 
 
 def derive_key(api_secret: str) -> bytes:
@@ -124,6 +151,78 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
+_TIMESTAMP_LOCK = threading.Lock()
+_last_timestamp = 0
+# The server accepts a request_timestamp this far from its clock (microseconds).
+TIMESTAMP_WINDOW_MICROS = 30_000_000
+
+
+def next_request_timestamp(offset_micros: int = 0) -> int:
+    """A ``request_timestamp``: :func:`now_micros` plus ``offset_micros`` (the server
+    clock's lead over ours), strictly increasing within the process, so two calls in the
+    same microsecond are not refused as ``duplicate_request``. After a clock correction
+    larger than the server's window the sequence restarts from the corrected clock (the
+    values it skips were outside the window, so the server never recorded them)."""
+    global _last_timestamp
+    with _TIMESTAMP_LOCK:
+        now = now_micros() + int(offset_micros)
+        nxt = now
+        if now <= _last_timestamp and _last_timestamp - now <= TIMESTAMP_WINDOW_MICROS + 5_000_000:
+            nxt = _last_timestamp + 1
+        _last_timestamp = nxt
+        return nxt
+
+
+# Method name -> endpoint path, for every endpoint of docs/api.md.
+ENDPOINTS = {
+    "system_health": "system/health",
+    "system_time": "system/time",
+    "project_balance": "project/balance",
+    "project_txs": "project/txs",
+    "project_wallet_trc20": "project/wallet/trc20",
+    "users_create": "users/create",
+    "users_get": "users/get",
+    "users_find": "users/find",
+    "cardholders_create": "cardholders/create",
+    "cardholders_get": "cardholders/get",
+    "cardholders_find": "cardholders/find",
+    "cards_products": "cards/products",
+    "cards_create": "cards/create",
+    "cards_get": "cards/get",
+    "cards_find": "cards/find",
+    "cards_balance": "cards/balance",
+    "cards_details": "cards/details",
+    "cards_freeze": "cards/freeze",
+    "cards_unfreeze": "cards/unfreeze",
+    "cards_topup": "cards/topup",
+    "cards_withdraw": "cards/withdraw",
+    "cards_txs": "cards/txs",
+    "cards_close": "cards/close",
+    "cards_3ds_confirm": "cards/3ds/confirm",
+    "orders_check": "orders/check",
+    "wh_subscribe": "wh/subscribe",
+    "wh_unsubscribe": "wh/unsubscribe",
+    "wh_subscriptions": "wh/subscriptions",
+    "wh_deliveries": "wh/deliveries",
+    "wh_redeliver": "wh/redeliver",
+    "simulate_cards_auth": "simulate/cards/auth",
+    "simulate_cards_clear": "simulate/cards/clear",
+    "simulate_cards_reversal": "simulate/cards/reversal",
+    "simulate_cards_refund": "simulate/cards/refund",
+    "simulate_cards_3ds": "simulate/cards/3ds",
+}
+
+
+def _endpoint(path: str):
+    def method(self, fields: Optional[Dict[str, Any]] = None, /, *,
+               idempotency_key: Optional[str] = None, **kwargs: Any) -> Dict[str, Any]:
+        return self.invoke(path, fields, idempotency_key=idempotency_key, **kwargs)
+
+    method.__doc__ = (f"POST ``{path}``: fields as a dict and/or keywords. Returns the success "
+                      "body; raises IssuingApiError for an API error (see docs/api.md).")
+    return method
+
+
 class Client:
     """A client bound to one project's API key and secret.
 
@@ -142,6 +241,8 @@ class Client:
         self.api_key = api_key
         self.timeout = timeout
         self._key = derive_key(api_secret)
+        # Microseconds the server clock is ahead of ours; set by sync_clock().
+        self.clock_offset_micros = 0
 
     def __repr__(self) -> str:  # never show the secret or key
         return f"Client({self.base_url!r}, api_key={self.api_key!r})"
@@ -168,7 +269,7 @@ class Client:
         idempotency_key: Optional[str] = None,
     ) -> Tuple[int, Dict[str, Any]]:
         """Like :meth:`call`, with the fields as a dict (any field name allowed)."""
-        payload: Dict[str, Any] = {"request_timestamp": now_micros()}
+        payload: Dict[str, Any] = {"request_timestamp": next_request_timestamp(self.clock_offset_micros)}
         payload.update(fields or {})
         plaintext = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         body = json.dumps({"encrypted": seal(self._key, plaintext)}).encode("ascii")
@@ -193,6 +294,94 @@ class Client:
         except (urllib.error.URLError, OSError) as e:
             raise IssuingClientError(f"POST {self.url(path)} failed: {e}") from e
         return status, self._decode(path, status, raw)
+
+    def invoke(
+        self,
+        path: str,
+        fields: Optional[Dict[str, Any]] = None,
+        /,
+        *,
+        idempotency_key: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Dict[str, Any]:
+        """POST to ``path`` and return the success body (``"success": true`` and the
+        fields at the root). Fields come as a dict, as keywords, or both. An API error
+        raises :class:`IssuingApiError`; transport and protocol failures raise
+        :class:`IssuingClientError`."""
+        merged: Dict[str, Any] = dict(fields or {})
+        merged.update(kwargs)
+        status, body = self.request(path, merged, idempotency_key=idempotency_key)
+        if 200 <= status < 300 and body.get("success") is True:
+            return body
+        if 200 <= status < 300:
+            raise IssuingClientError(f"{path}: HTTP {status} without success=true: {body!r}")
+        slug = body.get("error_slug") if isinstance(body.get("error_slug"), str) else "unknown_error"
+        message = body.get("error") if isinstance(body.get("error"), str) else json.dumps(body)
+        raise IssuingApiError(status, slug, message, body, path)
+
+    def sync_clock(self) -> int:
+        """Learn the server clock from ``system/time``; keeps and returns the offset
+        (server minus local, in microseconds) used for later ``request_timestamp`` values."""
+        before = now_micros()
+        answer = self.invoke("system/time")
+        after = now_micros()
+        ts = answer.get("timestamp")
+        if not isinstance(ts, int) or isinstance(ts, bool):
+            raise IssuingClientError(f"system/time: the timestamp is not an integer: {ts!r}")
+        self.clock_offset_micros = ts - (before + after) // 2
+        return self.clock_offset_micros
+
+    def wait_order(self, order_id: str, timeout: float = 60.0, interval: float = 0.1) -> Dict[str, Any]:
+        """Poll ``orders/check`` until the order is ``completed`` or ``failed`` and return
+        it (a failed order is returned, not raised: see ``last_error_slug``). Raises
+        :class:`IssuingClientError` if it is still unfinished after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            order = self.orders_check(order_id=order_id)
+            if order.get("status") in ("completed", "failed"):
+                return order
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise IssuingClientError(
+                    f"order {order_id} is still {order.get('status')} after {timeout} s")
+            time.sleep(min(interval, left))
+            interval = min(interval * 2, 2.0)
+
+    system_health = _endpoint("system/health")
+    system_time = _endpoint("system/time")
+    project_balance = _endpoint("project/balance")
+    project_txs = _endpoint("project/txs")
+    project_wallet_trc20 = _endpoint("project/wallet/trc20")
+    users_create = _endpoint("users/create")
+    users_get = _endpoint("users/get")
+    users_find = _endpoint("users/find")
+    cardholders_create = _endpoint("cardholders/create")
+    cardholders_get = _endpoint("cardholders/get")
+    cardholders_find = _endpoint("cardholders/find")
+    cards_products = _endpoint("cards/products")
+    cards_create = _endpoint("cards/create")
+    cards_get = _endpoint("cards/get")
+    cards_find = _endpoint("cards/find")
+    cards_balance = _endpoint("cards/balance")
+    cards_details = _endpoint("cards/details")
+    cards_freeze = _endpoint("cards/freeze")
+    cards_unfreeze = _endpoint("cards/unfreeze")
+    cards_topup = _endpoint("cards/topup")
+    cards_withdraw = _endpoint("cards/withdraw")
+    cards_txs = _endpoint("cards/txs")
+    cards_close = _endpoint("cards/close")
+    cards_3ds_confirm = _endpoint("cards/3ds/confirm")
+    orders_check = _endpoint("orders/check")
+    wh_subscribe = _endpoint("wh/subscribe")
+    wh_unsubscribe = _endpoint("wh/unsubscribe")
+    wh_subscriptions = _endpoint("wh/subscriptions")
+    wh_deliveries = _endpoint("wh/deliveries")
+    wh_redeliver = _endpoint("wh/redeliver")
+    simulate_cards_auth = _endpoint("simulate/cards/auth")
+    simulate_cards_clear = _endpoint("simulate/cards/clear")
+    simulate_cards_reversal = _endpoint("simulate/cards/reversal")
+    simulate_cards_refund = _endpoint("simulate/cards/refund")
+    simulate_cards_3ds = _endpoint("simulate/cards/3ds")
 
     def _decode(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:
@@ -232,7 +421,9 @@ def _parse_fields(text: Optional[str]) -> Dict[str, Any]:
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(
         description="Call the card-issuing API with an encrypted request and print the decrypted answer.",
-        epilog="Exit status: 0 for HTTP 2xx, 1 for other HTTP statuses, 2 for usage or transport errors.",
+        epilog="Prints only the decrypted JSON answer on stdout (error answers too), so the output "
+               "pipes into jq; a non-2xx status is also reported on stderr. "
+               "Exit status: 0 for HTTP 2xx, 1 for other HTTP statuses, 2 for usage or transport errors.",
     )
     parser.add_argument("--base-url", default=os.environ.get("ISSUING_BASE_URL"),
                         help="server root URL (env ISSUING_BASE_URL)")
@@ -260,9 +451,13 @@ def main(argv: Optional[list] = None) -> int:
     except IssuingClientError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"HTTP {status}")
+    # stdout carries only the JSON answer, so `issuing-client ... | jq` works; the
+    # status of an error goes to stderr (and into the exit code).
     print(json.dumps(body, indent=2, ensure_ascii=False))
-    return 0 if 200 <= status < 300 else 1
+    if 200 <= status < 300:
+        return 0
+    print(f"error: HTTP {status} {body.get('error_slug', '')}".rstrip(), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

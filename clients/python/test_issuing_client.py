@@ -11,6 +11,8 @@ import io
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -19,7 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import issuing_client
 import smoke
-from issuing_client import Client, IssuingClientError, derive_key, open_envelope, seal
+from issuing_client import (Client, IssuingApiError, IssuingClientError, derive_key,
+                            open_envelope, seal)
 
 HERE = pathlib.Path(__file__).resolve().parent
 VECTORS = HERE.parent.parent / "crates" / "envelope" / "tests" / "vectors.json"
@@ -131,6 +134,13 @@ class FakeServer:
             if wanted is not None and "ignore_filters" not in self.quirks:
                 items = [u for u in items if u["external_user_id"] == wanted]
             return self.ok(h, {"items": items[:20], "total": len(items), "skip": 0, "limit": 20})
+        if p == "orders/check":
+            self.order_polls = getattr(self, "order_polls", 0) + 1
+            done = self.order_polls > getattr(self, "polls_until_done", 2)
+            return self.ok(h, {"order_id": req.get("order_id"),
+                               "status": "completed" if done else "processing"})
+        if p in issuing_client.ENDPOINTS.values():
+            return self.ok(h, {"echo": p})
         return self.error(h, 404, "not_found", "Unknown endpoint", True)
 
 
@@ -219,8 +229,10 @@ class ClientTests(unittest.TestCase):
             rc = issuing_client.main(["--base-url", self.server.url, "--api-key", API_KEY,
                                       "--api-secret", API_SECRET, "project/balance", "{}"])
         self.assertEqual(rc, 0)
-        self.assertTrue(out.getvalue().startswith("HTTP 200\n"))
-        self.assertEqual(json.loads(out.getvalue().split("\n", 1)[1])["currency"], "usdt")
+        # stdout is exactly the JSON answer (so it pipes into jq), nothing on stderr.
+        self.assertEqual(json.loads(out.getvalue())["currency"], "usdt")
+        self.assertNotIn("HTTP", out.getvalue())
+        self.assertEqual(err.getvalue(), "")
 
     def test_cli_env_and_error_exit(self):
         env = {"ISSUING_BASE_URL": self.server.url, "ISSUING_API_KEY": API_KEY,
@@ -228,8 +240,8 @@ class ClientTests(unittest.TestCase):
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            out = io.StringIO()
-            with redirect_stdout(out):
+            out, err = io.StringIO(), io.StringIO()
+            with redirect_stdout(out), redirect_stderr(err):
                 rc = issuing_client.main(["users/get", '{"external_user_id": "nope"}'])
         finally:
             for k, v in old.items():
@@ -238,7 +250,71 @@ class ClientTests(unittest.TestCase):
                 else:
                     os.environ[k] = v
         self.assertEqual(rc, 1)
-        self.assertIn("HTTP 404", out.getvalue())
+        # The error body alone on stdout; the status on stderr.
+        self.assertEqual(json.loads(out.getvalue())["error_slug"], "user_not_found")
+        self.assertIn("HTTP 404", err.getvalue())
+        self.assertNotIn("HTTP 404", out.getvalue())
+
+    def test_cli_script_stdout_is_only_json(self):
+        env = dict(os.environ, ISSUING_BASE_URL=self.server.url, ISSUING_API_KEY=API_KEY,
+                   ISSUING_API_SECRET=API_SECRET)
+        script = str(HERE / "issuing_client.py")
+        ok = subprocess.run([sys.executable, script, "project/balance"], env=env,
+                            capture_output=True, text=True, timeout=30)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertEqual(json.loads(ok.stdout), {"success": True, "available": "1000.00",
+                                                 "currency": "usdt"})
+        self.assertEqual(ok.stderr, "")
+        bad = subprocess.run([sys.executable, script, "users/get", '{"external_user_id": "x"}'],
+                             env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 1)
+        self.assertEqual(json.loads(bad.stdout)["error_slug"], "user_not_found")
+        self.assertIn("HTTP 404 user_not_found", bad.stderr)
+        unreachable = subprocess.run([sys.executable, script, "--base-url", "http://127.0.0.1:1",
+                                      "--timeout", "2", "system/health"],
+                                     env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(unreachable.returncode, 2)
+        self.assertEqual(unreachable.stdout, "")
+
+    def test_endpoint_methods(self):
+        self.assertEqual(len(issuing_client.ENDPOINTS), 35)
+        for name, path in issuing_client.ENDPOINTS.items():
+            if path.startswith("users/") or path == "orders/check":
+                continue
+            body = getattr(self.client, name)({"probe": name}, extra=1)
+            self.assertTrue(body["success"], name)
+            last_path, _, req = self.server.requests[-1]
+            self.assertEqual(last_path, "/api/v2/" + path)
+            self.assertEqual((req["probe"], req["extra"]), (name, 1))
+        user = self.client.users_create(external_user_id="m1")
+        self.assertEqual(user["external_user_id"], "m1")
+        self.assertEqual(self.client.users_get({"external_user_id": "m1"})["user_id"], user["user_id"])
+        self.client.cards_topup(card_id="c", amount="25", idempotency_key="k-1")
+        self.assertEqual(self.server.requests[-1][1]["Idempotency-Key"], "k-1")
+
+    def test_endpoint_methods_raise_typed_errors(self):
+        with self.assertRaises(IssuingApiError) as cm:
+            self.client.users_get(external_user_id="missing")
+        e = cm.exception
+        self.assertEqual((e.status, e.slug, e.message, e.path), (404, "user_not_found", "User not found", "users/get"))
+        with self.assertRaises(IssuingApiError) as cm:
+            Client(self.server.url, "wrong", API_SECRET).system_health()
+        self.assertEqual((cm.exception.status, cm.exception.slug), (401, "api_key_not_found"))
+
+    def test_timestamps_are_unique(self):
+        stamps = [issuing_client.next_request_timestamp() for _ in range(5000)]
+        self.assertEqual(stamps, sorted(set(stamps)))
+        self.assertLess(abs(stamps[-1] - time.time_ns() // 1000), 10_000_000)
+
+    def test_sync_clock_and_wait_order(self):
+        offset = self.client.sync_clock()
+        self.assertLess(abs(offset), 1_000_000)
+        self.server.order_polls, self.server.polls_until_done = 0, 2
+        self.assertEqual(self.client.wait_order("o1", interval=0.01)["status"], "completed")
+        self.assertEqual(self.server.order_polls, 3)
+        self.server.order_polls, self.server.polls_until_done = 0, 10**9
+        with self.assertRaisesRegex(IssuingClientError, "still processing"):
+            self.client.wait_order("o2", timeout=0.1, interval=0.01)
 
     def test_smoke_passes(self):
         out = io.StringIO()

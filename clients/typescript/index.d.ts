@@ -1,0 +1,359 @@
+// Types for the issuing API client (index.js). Hand-written; see docs/api.md for the
+// meaning of every field. Objects carry an index signature because the server may add
+// fields: read the ones you know, ignore the rest.
+
+/** First byte of every envelope (0x02). */
+export const VERSION: number;
+export const NONCE_LENGTH: number;
+export const MAC_LENGTH: number;
+/** The server's `request_timestamp` window, in microseconds (30 s). */
+export const TIMESTAMP_WINDOW_MICROS: number;
+export const DEFAULT_TIMEOUT_MS: number;
+
+/** An error answered by the API (`{"success": false, "error", "error_slug"}`). */
+export class IssuingError extends Error {
+  constructor(status: number, slug: string, message: string, body?: Record<string, unknown>, path?: string);
+  readonly name: "IssuingError";
+  /** HTTP status, e.g. 404. */
+  status: number;
+  /** `error_slug`, e.g. `"user_not_found"`; `"unknown_error"` when the body had none. */
+  slug: ErrorSlug;
+  /** The whole error body. */
+  body: Record<string, unknown>;
+  /** The endpoint path that answered. */
+  path: string;
+}
+
+export type ClientErrorKind = "config" | "transport" | "timeout" | "decode" | "webhook";
+
+/** Not an API answer: bad client input, transport failure, timeout, unreadable answer, refused webhook. */
+export class IssuingClientError extends Error {
+  constructor(kind: ClientErrorKind, message: string, extra?: { status?: number; path?: string; cause?: unknown });
+  readonly name: "IssuingClientError";
+  kind: ClientErrorKind;
+  status?: number;
+  path?: string;
+}
+
+/** SHA-256 of the secret's UTF-8 bytes: the 32-byte secretbox key. */
+export function deriveKey(apiSecret: string): Uint8Array;
+/** Standard padded base64 of `0x02 ‖ nonce ‖ secretbox(plaintext)`. Leave `nonce` out outside tests. */
+export function seal(key: Uint8Array, plaintext: string | Uint8Array, nonce?: Uint8Array): string;
+/** Opens an envelope; throws `IssuingClientError` (kind "decode") when it does not open. */
+export function openEnvelope(key: Uint8Array, encoded: string): Uint8Array;
+/** Standard or URL-safe base64, padded or not, surrounding whitespace ignored. */
+export function decodeBase64(text: string): Uint8Array;
+/** `{"encrypted": seal(key, JSON.stringify(doc))}` as a string. */
+export function sealJson(key: Uint8Array, doc: Record<string, unknown>): string;
+/** Microseconds since the epoch plus `offsetMicros`, strictly increasing within the process. */
+export function nextRequestTimestamp(offsetMicros?: number): number;
+
+export interface ClientOptions {
+  /** Timeout of one call in ms (default 30000). */
+  timeoutMs?: number;
+  /** A fetch implementation (default: the global fetch). */
+  fetch?: typeof fetch;
+  /** Re-sync the clock from `system/time` and retry once on `request_timestamp_out_of_window` (default true). */
+  syncClockOnSkew?: boolean;
+  userAgent?: string;
+}
+
+export interface CallOptions {
+  /** Sent as the `Idempotency-Key` header (or put `idempotency_key` in the body). */
+  idempotencyKey?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface WaitOrderOptions {
+  /** Give up after this many ms (default 60000). */
+  timeoutMs?: number;
+  /** First polling interval in ms (default 100; doubles up to 2000). */
+  intervalMs?: number;
+  signal?: AbortSignal;
+}
+
+export type ErrorSlug =
+  | "api_key_not_found" | "api_key_invalid" | "encrypted_payload_missing" | "decryption_failed"
+  | "request_timestamp_missing" | "request_timestamp_invalid" | "request_timestamp_out_of_window"
+  | "duplicate_request" | "payload_too_large" | "method_not_allowed" | "invalid_request"
+  | "validation_error" | "invalid_amount" | "idempotency_key_required" | "idempotency_conflict"
+  | "kyc_required" | "kyc_unexpected_fields" | "external_user_id_required" | "insufficient_funds"
+  | "not_found" | "project_not_found" | "wallet_not_found" | "user_not_found" | "subprovider_not_found"
+  | "cardholder_not_found" | "product_not_found" | "card_not_found" | "order_not_found"
+  | "subscription_not_found" | "delivery_not_found" | "transaction_not_found" | "user_already_exists"
+  | "cardholder_already_exists" | "card_not_active" | "card_user_mismatch" | "invalid_status_transition"
+  | "securement_id_invalid" | "card_details_plaintext_unavailable" | "provider_withdraw_not_supported"
+  | "product_not_active" | "cardholder_not_ready" | "invalid_pricing" | "card_product_limits_invalid"
+  | "amount_below_minimum" | "amount_above_maximum" | "currency_mismatch" | "subscription_limit_reached"
+  | "subscription_inactive" | "invalid_transaction_state" | "internal_error" | "provider_error"
+  | "topup_attempts_exceeded" | "not_ready" | "unknown_error"
+  | (string & {});
+
+/** A decimal string with 2 to 6 fractional digits, e.g. `"12.50"`. */
+export type Amount = string;
+/** What requests accept as an amount: a decimal string or a JSON number. */
+export type AmountInput = string | number;
+/** RFC 3339 in UTC with microseconds, e.g. `"2026-11-21T20:00:33.516217Z"`. */
+export type Timestamp = string;
+
+export interface Success {
+  success: true;
+  [field: string]: unknown;
+}
+
+export interface Page<T> extends Success {
+  items: T[];
+  total: number;
+  skip: number;
+  limit: number;
+}
+
+export interface ListQuery {
+  skip?: number | string;
+  limit?: number | string;
+  sort_by?: string;
+  sort_dir?: "asc" | "desc" | string;
+  [field: string]: unknown;
+}
+
+export interface Health extends Success { status: string }
+export interface ServerTime extends Success { timestamp: number }
+export interface ProjectBalance extends Success { available: Amount; currency: string }
+export interface Wallet extends Success { usdt_trc20: string }
+
+export interface User {
+  user_id: string;
+  external_user_id: string;
+  project_id: string;
+  usdt_balance: Amount;
+  deposit_addresses: string[];
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  [field: string]: unknown;
+}
+
+export interface KycData {
+  first_name: string;
+  last_name: string;
+  birth_date: string;
+  email: string;
+  phone_number_full: string;
+  country_iso: string;
+  address?: { line1?: string; line2?: string; city?: string; state?: string; postal_code?: string; country_iso?: string };
+  id_document?: { type?: string; number?: string; country_iso?: string; expiry_date?: string };
+}
+
+export interface Cardholder {
+  cardholder_id: string;
+  user_id: string;
+  external_user_id: string;
+  project_id: string;
+  subprovider_code: string;
+  subprovider_id: string;
+  product_code: string | null;
+  registration_status: "pending" | "active" | "suspended" | "failed" | (string & {});
+  kyc_status: "not_started" | "pending" | "approved" | "rejected" | "expired" | (string & {});
+  kyc_level: "none" | "basic" | "advanced" | "full" | (string & {});
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  registered_at: Timestamp | null;
+  activated_at: Timestamp | null;
+  [field: string]: unknown;
+}
+
+export type CardStatus = "pending" | "active" | "frozen" | "failed" | "closed" | (string & {});
+
+export interface CardBalance {
+  currency: string;
+  available: Amount;
+  pending: Amount;
+}
+
+export interface Card {
+  card_id: string;
+  user_id: string;
+  project_id: string;
+  external_user_id: string;
+  product_code: string;
+  status: CardStatus;
+  balance: CardBalance;
+  label: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  issued_at: Timestamp | null;
+  activated_at: Timestamp | null;
+  frozen_at: Timestamp | null;
+  closed_at: Timestamp | null;
+  [field: string]: unknown;
+}
+
+export type OrderStatus = "new" | "processing" | "completed" | "failed" | (string & {});
+
+export interface Order {
+  order_id: string;
+  order_type: "card_issue" | "card_topup" | "card_withdraw" | "card_status_change" | (string & {});
+  status: OrderStatus;
+  card_id?: string;
+  balance_before?: Amount;
+  balance_after?: Amount;
+  last_error?: string;
+  last_error_slug?: string;
+  data: Record<string, unknown>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  completed_at?: Timestamp;
+  failed_at?: Timestamp;
+  issue_status?: string;
+  is_issued?: boolean;
+  provider_card_status?: string;
+  topup_status?: string;
+  [field: string]: unknown;
+}
+
+export interface CardTxData {
+  auth_type: string;
+  status: string;
+  type: string;
+  card_label: string | null;
+  merchant: { name?: string; mcc?: string; country?: string; [field: string]: unknown };
+  card_amount: number;
+  card_currency: string;
+  merchant_amount: number;
+  merchant_currency: string;
+  fee_amount: number;
+  fee_currency: string;
+  failure_reason: string | null;
+  original_transaction_id?: string;
+  [field: string]: unknown;
+}
+
+export interface CardTransaction {
+  type: "card_transaction";
+  transaction_id: string;
+  tx_type: string;
+  card_id: string;
+  tx_at: Timestamp;
+  card_tx_data: CardTxData;
+  [field: string]: unknown;
+}
+
+export interface SimulatedTransaction extends Success {
+  transactionId: string;
+  transaction: CardTransaction;
+}
+
+export interface Subscription {
+  id: string;
+  title: string;
+  url: string;
+  active: boolean;
+  created_at: Timestamp;
+  event_types: string[];
+  deactivated_at?: Timestamp;
+  deactivated_reason?: string;
+  [field: string]: unknown;
+}
+
+/** A webhook event: the envelope form (`event_type`, `data`) or a typed form (`type`). */
+export interface WebhookEvent {
+  delivery_id: string;
+  event_type?: string;
+  type?: string;
+  project_id?: string;
+  data?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+type Fields = Record<string, unknown>;
+type R<T> = Promise<T & Success>;
+
+export class IssuingClient {
+  /** `baseUrl` is the server root, e.g. `http://127.0.0.1:8080` (without `/api/v2`). */
+  constructor(baseUrl: string, apiKey: string, apiSecret: string, options?: ClientOptions);
+  /** From `ISSUING_BASE_URL`, `ISSUING_API_KEY`, `ISSUING_API_SECRET`. */
+  static fromEnv(env?: Record<string, string | undefined>, options?: ClientOptions): IssuingClient;
+
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  timeoutMs: number;
+  /** Microseconds the server clock is ahead of ours (set by `syncClock`). */
+  clockOffsetMicros: number;
+  syncClockOnSkew: boolean;
+  userAgent: string;
+
+  endpointUrl(path: string): string;
+  /** Any endpoint. Resolves to the opened success body; rejects with `IssuingError` or `IssuingClientError`. */
+  call<T = Success>(path: string, body?: Fields | null, options?: CallOptions): Promise<T>;
+  /** Learns the server clock from `system/time`; returns the offset in microseconds. */
+  syncClock(options?: CallOptions): Promise<number>;
+  /** Checks a delivery's `API-KEY` header and opens its body; throws `IssuingClientError` (kind "webhook"). */
+  openWebhook(
+    headers: Headers | Map<string, string> | Record<string, string | string[] | undefined>,
+    body: string | Uint8Array | Record<string, unknown>,
+  ): WebhookEvent;
+  /** Polls `orders/check` until `completed` or `failed`; returns the order in that state. */
+  waitOrder(orderId: string, options?: WaitOrderOptions): R<Order>;
+
+  systemHealth(body?: Fields, options?: CallOptions): R<Health>;
+  systemTime(body?: Fields, options?: CallOptions): R<ServerTime>;
+  projectBalance(body?: Fields, options?: CallOptions): R<ProjectBalance>;
+  projectTxs(body?: ListQuery & { order_id?: string | string[]; created_from?: string | number; created_to?: string | number }, options?: CallOptions): R<Page<Record<string, unknown>>>;
+  projectWalletTrc20(body?: Fields, options?: CallOptions): R<Wallet>;
+
+  usersCreate(body: { external_user_id: string } & Fields, options?: CallOptions): R<User>;
+  usersGet(body: { external_user_id: string } & Fields, options?: CallOptions): R<User>;
+  usersFind(body?: ListQuery, options?: CallOptions): R<Page<User>>;
+
+  cardholdersCreate(
+    body: { external_user_id: string; subprovider_code: string; product_code?: string; kyc_data?: KycData | null } & Fields,
+    options?: CallOptions,
+  ): R<Cardholder>;
+  cardholdersGet(body: Fields, options?: CallOptions): R<Cardholder>;
+  cardholdersFind(body?: ListQuery, options?: CallOptions): R<Page<Cardholder>>;
+
+  cardsProducts(body?: Fields, options?: CallOptions): R<{ items: Record<string, unknown>[]; total: number }>;
+  cardsCreate(
+    body: { external_user_id: string; product_code: string; kyc_data?: KycData | null; initial_topup?: AmountInput; idempotency_key?: string } & Fields,
+    options?: CallOptions,
+  ): R<{ card_id: string; status: CardStatus; order: Order }>;
+  cardsGet(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<Card>;
+  cardsFind(body?: ListQuery, options?: CallOptions): R<Page<Card>>;
+  cardsBalance(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<CardBalance & { card_id: string }>;
+  cardsDetails(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<Success>;
+  cardsFreeze(body: { card_id: string; external_user_id?: string } & Fields, options?: CallOptions): R<Success>;
+  cardsUnfreeze(body: { card_id: string; external_user_id?: string } & Fields, options?: CallOptions): R<Success>;
+  cardsTopup(body: { card_id: string; amount: AmountInput; idempotency_key?: string; currency?: string } & Fields, options?: CallOptions): R<Success>;
+  cardsWithdraw(body: { card_id: string; amount: AmountInput; idempotency_key?: string; currency?: string } & Fields, options?: CallOptions): R<Success>;
+  cardsTxs(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<Page<CardTransaction>>;
+  cardsClose(body: { card_id: string; idempotency_key?: string; reason?: string } & Fields, options?: CallOptions): R<Success>;
+  cards3dsConfirm(
+    body: { card_id: string; external_user_id: string; securement_id: string; confirm: boolean } & Fields,
+    options?: CallOptions,
+  ): R<Success>;
+
+  ordersCheck(body: { order_id: string } & Fields, options?: CallOptions): R<Order>;
+
+  whSubscribe(body: { url: string; title?: string; event_types?: string[] } & Fields, options?: CallOptions): R<Subscription>;
+  whUnsubscribe(body: { id: string } & Fields, options?: CallOptions): R<Subscription>;
+  whSubscriptions(body?: ListQuery, options?: CallOptions): R<Page<Subscription>>;
+  whDeliveries(body?: ListQuery, options?: CallOptions): R<Page<Record<string, unknown>>>;
+  whRedeliver(body: Fields, options?: CallOptions): R<Success>;
+
+  simulateCardsAuth(
+    body: { card_id: string; transactionAmount: AmountInput; merchant?: Fields; merchantCurrency?: string; merchantAmount?: AmountInput; network_message_id?: string } & Fields,
+    options?: CallOptions,
+  ): R<SimulatedTransaction>;
+  simulateCardsClear(body: { transactionId?: string; card_id?: string; billAmount?: AmountInput } & Fields, options?: CallOptions): R<SimulatedTransaction>;
+  simulateCardsReversal(body: { transactionId: string; amount?: AmountInput } & Fields, options?: CallOptions): R<SimulatedTransaction>;
+  simulateCardsRefund(body: { transactionId?: string; card_id?: string; amount?: AmountInput } & Fields, options?: CallOptions): R<SimulatedTransaction>;
+  simulateCards3ds(
+    body: { card_id: string; amount: AmountInput; currency?: string; merchant?: { name?: string; country?: string }; external_user_id?: string } & Fields,
+    options?: CallOptions,
+  ): R<{ method: "OOB" | "OTP" | (string & {}); card_id: string; securement_id?: string; status?: string; code?: string }>;
+}
+
+/** Method name → endpoint path. */
+export const ENDPOINTS: Readonly<Record<string, string>>;
+
+export default IssuingClient;

@@ -1,0 +1,403 @@
+// Offline tests: envelope against the Rust crate's vectors, and the client against an
+// in-process fake server (node:http) speaking the shapes of docs/api.md.
+//
+//     node --test clients/typescript/test/
+
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+import {
+  ENDPOINTS,
+  IssuingClient,
+  IssuingClientError,
+  IssuingError,
+  decodeBase64,
+  deriveKey,
+  nextRequestTimestamp,
+  openEnvelope,
+  seal,
+  sealJson,
+} from "../index.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const VECTORS = join(HERE, "..", "..", "..", "crates", "envelope", "tests", "vectors.json");
+
+const API_KEY = "pk_test-123";
+const API_SECRET = "secret-ключ-🔑";
+const KEY = deriveKey(API_SECRET);
+
+const hex = (/** @type {Uint8Array} */ b) => Buffer.from(b).toString("hex");
+const fromHex = (/** @type {string} */ s) => new Uint8Array(Buffer.from(s, "hex"));
+const utf8 = (/** @type {Uint8Array} */ b) => Buffer.from(b).toString("utf8");
+
+describe("envelope", () => {
+  test("matches the test vectors of crates/envelope", () => {
+    const vectors = JSON.parse(readFileSync(VECTORS, "utf8"));
+    assert.ok(Array.isArray(vectors) && vectors.length > 0);
+    for (const v of vectors) {
+      const key = deriveKey(v.secret);
+      assert.equal(hex(key), v.key_hex, `key of ${JSON.stringify(v.secret)}`);
+      assert.equal(seal(key, v.plaintext, fromHex(v.nonce_hex)), v.encrypted, `seal ${JSON.stringify(v.plaintext)}`);
+      assert.equal(utf8(openEnvelope(key, v.encrypted)), v.plaintext);
+    }
+  });
+
+  test("accepts every base64 flavour the server sends or accepts", () => {
+    const sealed = seal(KEY, "hello");
+    const raw = Buffer.from(sealed, "base64");
+    const urlSafe = raw.toString("base64url");
+    for (const enc of [sealed, sealed.replace(/=+$/, ""), urlSafe, `${urlSafe}${"=".repeat((4 - (urlSafe.length % 4)) % 4)}`, `  ${sealed}\n`]) {
+      assert.equal(utf8(openEnvelope(KEY, enc)), "hello", enc);
+    }
+  });
+
+  test("rejects bad base64, mixed alphabets, wrong version, short input, tampering, wrong key", () => {
+    for (const bad of ["***", "A", "ab+_cd==", "abc==="]) {
+      assert.throws(() => decodeBase64(bad), IssuingClientError, bad);
+    }
+    const raw = new Uint8Array(Buffer.from(seal(KEY, "hello"), "base64"));
+    assert.throws(() => openEnvelope(deriveKey("other"), Buffer.from(raw).toString("base64")), /does not open/);
+    for (let i = 0; i < raw.length; i++) {
+      const t = raw.slice();
+      t[i] ^= 1;
+      assert.throws(() => openEnvelope(KEY, Buffer.from(t).toString("base64")), IssuingClientError, `byte ${i}`);
+    }
+    assert.throws(() => openEnvelope(KEY, Buffer.from([2, 1, 2]).toString("base64")), /too short/);
+    assert.throws(() => openEnvelope(KEY, ""), /empty/);
+  });
+
+  test("a fresh nonce per message, MAC before ciphertext", () => {
+    assert.notEqual(seal(KEY, "x"), seal(KEY, "x"));
+    const raw = Buffer.from(seal(KEY, "abc"), "base64");
+    assert.equal(raw[0], 0x02);
+    assert.equal(raw.length, 1 + 24 + 16 + 3);
+  });
+
+  test("request timestamps are integers, strictly increasing, near the clock", () => {
+    const now = Date.now() * 1000;
+    const seen = new Set();
+    let prev = 0;
+    for (let i = 0; i < 5000; i++) {
+      const ts = nextRequestTimestamp();
+      assert.ok(Number.isSafeInteger(ts));
+      assert.ok(ts > prev);
+      prev = ts;
+      seen.add(ts);
+    }
+    assert.equal(seen.size, 5000);
+    assert.ok(Math.abs(prev - now) < 10_000_000);
+    // A large correction (server 60 s behind) starts again from the corrected clock.
+    const behind = nextRequestTimestamp(-60_000_000);
+    assert.ok(Math.abs(behind - (Date.now() * 1000 - 60_000_000)) < 1_000_000);
+  });
+});
+
+/**
+ * Enough of the API for the client: plain errors before authentication, sealed answers
+ * after it, a replay check, a clock that can be moved, orders that complete after a few
+ * polls, and a record of every request.
+ */
+class FakeServer {
+  constructor() {
+    /** @type {{path: string, headers: http.IncomingHttpHeaders, req: any}[]} */
+    this.requests = [];
+    this.clockOffsetMicros = 0;
+    this.orderPolls = 0;
+    this.pollsUntilDone = 2;
+    this.seen = new Set();
+    this.users = new Map();
+    this.server = http.createServer((req, res) => {
+      const chunks = [];
+      req.on("data", (c) => chunks.push(c));
+      req.on("end", () => this.handle(req, res, Buffer.concat(chunks).toString("utf8")));
+    });
+  }
+
+  async start() {
+    await new Promise((resolve) => this.server.listen(0, "127.0.0.1", () => resolve(undefined)));
+    const addr = /** @type {import("node:net").AddressInfo} */ (this.server.address());
+    this.url = `http://127.0.0.1:${addr.port}`;
+  }
+
+  async stop() {
+    this.server.closeAllConnections?.();
+    await new Promise((resolve) => this.server.close(() => resolve(undefined)));
+  }
+
+  now() {
+    return Date.now() * 1000 + this.clockOffsetMicros;
+  }
+
+  /** @param {http.ServerResponse} res @param {number} status @param {any} doc @param {boolean} sealed */
+  reply(res, status, doc, sealed) {
+    const body = sealed ? sealJson(KEY, doc) : JSON.stringify(doc);
+    res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+    res.end(body);
+  }
+
+  /** @param {any} res @param {number} status @param {string} slug @param {string} message @param {boolean} sealed */
+  error(res, status, slug, message, sealed) {
+    this.reply(res, status, { success: false, error: message, error_slug: slug }, sealed);
+  }
+
+  /** @param {any} res @param {Record<string, unknown>} fields */
+  ok(res, fields) {
+    this.reply(res, 200, { success: true, ...fields }, true);
+  }
+
+  /** @param {http.IncomingMessage} h @param {http.ServerResponse} res @param {string} raw */
+  handle(h, res, raw) {
+    const url = h.url ?? "";
+    if (url === "/api/v2/raw/notjson") {
+      res.writeHead(502);
+      return res.end("<html>bad gateway</html>");
+    }
+    if (url === "/api/v2/raw/plainsuccess") return this.reply(res, 200, { success: true }, false);
+    if (url === "/api/v2/raw/slow") return setTimeout(() => this.ok(res, {}), 1000);
+    if (url === "/api/v2/raw/redirect") {
+      res.writeHead(307, { Location: "/api/v2/system/health" });
+      return res.end();
+    }
+    if (h.headers["api-key"] !== API_KEY) return this.error(res, 401, "api_key_not_found", "API key not found", false);
+    let req;
+    try {
+      req = JSON.parse(utf8(openEnvelope(KEY, JSON.parse(raw).encrypted)));
+    } catch {
+      return this.error(res, 400, "decryption_failed", "Invalid encrypted payload format", false);
+    }
+    const path = url.slice("/api/v2/".length);
+    this.requests.push({ path, headers: h.headers, req });
+    if (path !== "system/time") {
+      const ts = req.request_timestamp;
+      if (ts === undefined) return this.error(res, 400, "request_timestamp_missing", "request_timestamp is required", false);
+      if (!Number.isSafeInteger(ts)) return this.error(res, 400, "request_timestamp_invalid", "bad request_timestamp", false);
+      if (Math.abs(this.now() - ts) > 30_000_000) {
+        return this.error(res, 400, "request_timestamp_out_of_window", "request_timestamp is outside the allowed window", false);
+      }
+      const triple = `${path} ${ts}`;
+      if (this.seen.has(triple)) return this.error(res, 400, "duplicate_request", "Duplicate request", false);
+      this.seen.add(triple);
+    }
+    switch (path) {
+      case "system/health":
+        return this.ok(res, { status: "ok" });
+      case "system/time":
+        return this.ok(res, { timestamp: this.now() });
+      case "project/balance":
+        return this.ok(res, { available: "1000.00", currency: "usdt" });
+      case "users/create": {
+        if (this.users.has(req.external_user_id)) return this.error(res, 409, "user_already_exists", "User already exists", true);
+        const user = { user_id: "6b01f8616a3bd9d83c93eb62", external_user_id: req.external_user_id };
+        this.users.set(req.external_user_id, user);
+        return this.ok(res, user);
+      }
+      case "users/get": {
+        const user = this.users.get(req.external_user_id);
+        return user ? this.ok(res, user) : this.error(res, 404, "user_not_found", "User not found", true);
+      }
+      case "orders/check": {
+        if (req.order_id === "missing") return this.error(res, 404, "order_not_found", "Order not found", true);
+        this.orderPolls += 1;
+        const done = this.orderPolls > this.pollsUntilDone;
+        return this.ok(res, { order_id: req.order_id, status: done ? (req.order_id === "bad" ? "failed" : "completed") : "processing" });
+      }
+      default:
+        if (Object.values(ENDPOINTS).includes(path)) return this.ok(res, { echo: path });
+        return this.error(res, 404, "not_found", "Not found", true);
+    }
+  }
+}
+
+describe("client against a fake server", () => {
+  /** @type {FakeServer} */
+  let fake;
+  /** @type {IssuingClient} */
+  let client;
+
+  before(async () => {
+    fake = new FakeServer();
+    await fake.start();
+    client = new IssuingClient(`${fake.url}/`, API_KEY, API_SECRET, { timeoutMs: 5000 });
+  });
+  after(async () => {
+    await fake.stop();
+  });
+
+  test("seals the request, sends API-KEY, opens the answer", async () => {
+    const beforeTs = Date.now() * 1000;
+    const user = await client.usersCreate({ external_user_id: "alice" });
+    assert.equal(user.success, true);
+    assert.equal(user.external_user_id, "alice");
+    const last = fake.requests.at(-1);
+    assert.ok(last);
+    assert.equal(last.path, "users/create");
+    assert.equal(last.headers["api-key"], API_KEY);
+    assert.equal(last.headers["content-type"], "application/json");
+    assert.equal(last.headers["idempotency-key"], undefined);
+    assert.ok(Number.isInteger(last.req.request_timestamp));
+    assert.ok(last.req.request_timestamp >= beforeTs);
+    assert.equal(last.req.external_user_id, "alice");
+  });
+
+  test("parallel calls on one path get distinct timestamps", async () => {
+    const answers = await Promise.all(Array.from({ length: 50 }, () => client.systemHealth()));
+    assert.equal(answers.length, 50);
+    const ts = fake.requests.filter((r) => r.path === "system/health").map((r) => r.req.request_timestamp);
+    assert.equal(new Set(ts).size, ts.length);
+  });
+
+  test("sends the Idempotency-Key header when asked", async () => {
+    await client.cardsTopup({ card_id: "c1", amount: "25" }, { idempotencyKey: "topup-1" });
+    const last = fake.requests.at(-1);
+    assert.equal(last?.path, "cards/topup");
+    assert.equal(last?.headers["idempotency-key"], "topup-1");
+  });
+
+  test("a sealed API error is a typed IssuingError", async () => {
+    await assert.rejects(client.usersGet({ external_user_id: "nobody" }), (e) => {
+      assert.ok(e instanceof IssuingError);
+      assert.equal(e.status, 404);
+      assert.equal(e.slug, "user_not_found");
+      assert.equal(e.message, "User not found");
+      assert.equal(e.path, "users/get");
+      return true;
+    });
+  });
+
+  test("a plain error before authentication is a typed IssuingError", async () => {
+    const wrongKey = new IssuingClient(fake.url, "pk_wrong", API_SECRET);
+    await assert.rejects(wrongKey.systemHealth(), { name: "IssuingError", status: 401, slug: "api_key_not_found" });
+    const wrongSecret = new IssuingClient(fake.url, API_KEY, "wrong secret");
+    await assert.rejects(wrongSecret.systemHealth(), { name: "IssuingError", status: 400, slug: "decryption_failed" });
+  });
+
+  test("protocol violations are decode errors", async () => {
+    await assert.rejects(client.call("raw/notjson"), { name: "IssuingClientError", kind: "decode", status: 502 });
+    await assert.rejects(client.call("raw/plainsuccess"), /not sealed/);
+    await assert.rejects(client.call("raw/redirect"), { name: "IssuingClientError", kind: "decode", status: 307 });
+  });
+
+  test("transport failures and timeouts", async () => {
+    const dead = new IssuingClient("http://127.0.0.1:1", API_KEY, API_SECRET, { timeoutMs: 2000 });
+    await assert.rejects(dead.systemHealth(), { name: "IssuingClientError", kind: "transport" });
+    await assert.rejects(client.call("raw/slow", {}, { timeoutMs: 200 }), { name: "IssuingClientError", kind: "timeout" });
+  });
+
+  test("bad input is refused before anything is sent", () => {
+    assert.throws(() => new IssuingClient("ftp://x", API_KEY, API_SECRET), { kind: "config" });
+    assert.throws(() => new IssuingClient(fake.url, "", API_SECRET), { kind: "config" });
+    assert.throws(() => new IssuingClient(fake.url, API_KEY, ""), { kind: "config" });
+    assert.throws(() => IssuingClient.fromEnv({}), /ISSUING_BASE_URL/);
+    return assert.rejects(client.call("../etc", {}), { kind: "config" });
+  });
+
+  test("the secret never shows", () => {
+    const c = new IssuingClient(fake.url, API_KEY, API_SECRET);
+    assert.ok(!String(c).includes(API_SECRET));
+    assert.ok(!JSON.stringify(c).includes(hex(KEY)));
+    assert.ok(!Object.keys(c).some((k) => k.includes("key") && k !== "apiKey"));
+  });
+
+  test("learns the clock offset on demand and after an out-of-window refusal", async () => {
+    fake.clockOffsetMicros = 120_000_000; // the server is 2 minutes ahead
+    try {
+      const c = new IssuingClient(fake.url, API_KEY, API_SECRET, { syncClockOnSkew: false });
+      await assert.rejects(c.projectBalance(), { slug: "request_timestamp_out_of_window" });
+      const offset = await c.syncClock();
+      assert.ok(Math.abs(offset - 120_000_000) < 1_000_000, String(offset));
+      assert.equal((await c.projectBalance()).available, "1000.00");
+
+      const auto = new IssuingClient(fake.url, API_KEY, API_SECRET);
+      const n = fake.requests.length;
+      assert.equal((await auto.projectBalance()).currency, "usdt");
+      assert.deepEqual(fake.requests.slice(n).map((r) => r.path), ["project/balance", "system/time", "project/balance"]);
+      assert.ok(Math.abs(auto.clockOffsetMicros - 120_000_000) < 1_000_000);
+    } finally {
+      fake.clockOffsetMicros = 0;
+    }
+  });
+
+  test("waitOrder polls until the order finishes", async () => {
+    fake.orderPolls = 0;
+    fake.pollsUntilDone = 2;
+    const order = await client.waitOrder("o1", { intervalMs: 10 });
+    assert.equal(order.status, "completed");
+    assert.equal(fake.orderPolls, 3);
+    fake.orderPolls = 0;
+    assert.equal((await client.waitOrder("bad", { intervalMs: 10 })).status, "failed");
+    fake.orderPolls = 0;
+    fake.pollsUntilDone = 1_000_000;
+    await assert.rejects(client.waitOrder("o2", { timeoutMs: 100, intervalMs: 10 }), { kind: "timeout" });
+    await assert.rejects(client.waitOrder("missing"), { slug: "order_not_found" });
+  });
+
+  test("every endpoint has its method, calling its path", async () => {
+    const paths = Object.values(ENDPOINTS);
+    assert.equal(paths.length, 35);
+    for (const [method, path] of Object.entries(ENDPOINTS)) {
+      assert.equal(typeof (/** @type {any} */ (client)[method]), "function", method);
+      if (path === "orders/check" || path.startsWith("users/")) continue;
+      const n = fake.requests.length;
+      await /** @type {any} */ (client)[method]({ probe: method });
+      const r = fake.requests[n];
+      assert.equal(r.path, path, method);
+      assert.equal(r.req.probe, method);
+    }
+  });
+});
+
+describe("webhooks", () => {
+  const client = new IssuingClient("http://127.0.0.1:9", API_KEY, API_SECRET);
+  const event = { event_type: "card.freeze", delivery_id: "d1", project_id: "p1", data: { card_id: "c1", status: "frozen" } };
+  const body = sealJson(KEY, event);
+
+  test("opens a delivery with node, fetch and plain headers", () => {
+    assert.deepEqual(client.openWebhook({ "api-key": API_KEY, "content-type": "application/json" }, body), event);
+    assert.deepEqual(client.openWebhook(new Headers({ "API-KEY": ` ${API_KEY} ` }), Buffer.from(body)), event);
+    assert.deepEqual(client.openWebhook({ "API-KEY": API_KEY }, JSON.parse(body)), event);
+  });
+
+  test("refuses a wrong or missing API-KEY, a foreign key, garbage", () => {
+    assert.throws(() => client.openWebhook({}, body), { kind: "webhook" });
+    assert.throws(() => client.openWebhook({ "api-key": "pk_other" }, body), /API-KEY/);
+    const foreign = sealJson(deriveKey("another secret"), event);
+    assert.throws(() => client.openWebhook({ "api-key": API_KEY }, foreign), /does not open/);
+    assert.throws(() => client.openWebhook({ "api-key": API_KEY }, "not json"), /not JSON/);
+    assert.throws(() => client.openWebhook({ "api-key": API_KEY }, "{}"), /encrypted/);
+    const array = JSON.stringify({ encrypted: seal(KEY, "[1,2]") });
+    assert.throws(() => client.openWebhook({ "api-key": API_KEY }, array), /not a JSON object/);
+  });
+
+  test("works inside an http receiver", async () => {
+    /** @type {any[]} */
+    const received = [];
+    const server = http.createServer((req, res) => {
+      const chunks = [];
+      req.on("data", (c) => chunks.push(c));
+      req.on("end", () => {
+        try {
+          received.push(client.openWebhook(req.headers, Buffer.concat(chunks)));
+          res.writeHead(200, { "Content-Type": "application/json" }).end('{"success":true}');
+        } catch {
+          res.writeHead(400).end('{"success":false}');
+        }
+      });
+    });
+    await new Promise((r) => server.listen(0, "127.0.0.1", () => r(undefined)));
+    const port = /** @type {import("node:net").AddressInfo} */ (server.address()).port;
+    try {
+      const good = await fetch(`http://127.0.0.1:${port}/`, { method: "POST", headers: { "API-KEY": API_KEY }, body });
+      assert.equal(good.status, 200);
+      const bad = await fetch(`http://127.0.0.1:${port}/`, { method: "POST", headers: { "API-KEY": "nope" }, body });
+      assert.equal(bad.status, 400);
+      assert.deepEqual(received, [event]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(() => r(undefined)));
+    }
+  });
+});
