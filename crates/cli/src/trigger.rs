@@ -13,10 +13,13 @@
 //! unknown event or unusable credentials.
 
 use crate::remote::RemoteArgs;
-use issuing_client::{Client, ClientError};
+use issuing_client::{
+    Address, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsTopup, Client,
+    ClientError, KycData, Merchant, Order, Simulate3ds, SimulateAuth,
+};
 use serde_json::{json, Value};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The events `trigger` can produce.
 pub const EVENTS: [&str; 8] = [
@@ -32,7 +35,6 @@ pub const EVENTS: [&str; 8] = [
 
 /// How long an order may take before the trigger gives up.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(60);
-const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// What `card.topup` and `card_transaction` load onto the card.
 const TOPUP_AMOUNT: &str = "10";
 /// What the simulated purchases ask for.
@@ -87,26 +89,28 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         ("sandbox", "virtual_usd")
     };
 
-    let mut cardholder = json!({
-        "external_user_id": tag,
-        "subprovider_code": subprovider,
-        "kyc_data": kyc(),
-    });
-    if otp {
-        cardholder["product_code"] = json!(product);
-    }
-    client.call("cardholders/create", cardholder).await?;
+    client
+        .cardholders_create(&CardholdersCreate {
+            external_user_id: tag.clone(),
+            subprovider_code: subprovider.into(),
+            product_code: otp.then(|| product.to_owned()),
+            kyc_data: Some(kyc()),
+        })
+        .await?;
     eprintln!("created user and cardholder {tag} ({subprovider})");
 
     let created = client
-        .call(
-            "cards/create",
-            json!({"external_user_id": tag, "product_code": product,
-                   "idempotency_key": format!("{tag}-issue")}),
+        .cards_create(
+            &CardsCreate {
+                external_user_id: tag.clone(),
+                product_code: product.into(),
+                ..CardsCreate::default()
+            },
+            &format!("{tag}-issue"),
         )
         .await?;
-    let card_id = text(&created, &["card_id"])?;
-    let order_id = text(&created, &["order", "order_id"])?;
+    let card_id = created.card_id;
+    let order_id = created.order.order_id;
     eprintln!("created card {card_id} ({product}), order {order_id}");
     wait_order(client, &order_id).await?;
 
@@ -127,26 +131,34 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         }
         "card.close" => {
             let closed = client
-                .call(
-                    "cards/close",
-                    json!({"card_id": card_id, "reason": "issuing trigger",
-                           "idempotency_key": format!("{tag}-close")}),
+                .cards_close(
+                    &CardsClose {
+                        card_id: card_id.clone(),
+                        reason: Some("issuing trigger".into()),
+                        ..CardsClose::default()
+                    },
+                    &format!("{tag}-close"),
                 )
                 .await?;
             eprintln!("closed card {card_id}");
             json!({"event": event, "card_id": card_id,
-                   "order_id": text(&closed, &["order", "order_id"])?, "status": "closed"})
+                   "order_id": closed.order.order_id, "status": closed.status})
         }
         "card_transaction" => {
             topup(client, &tag, &card_id).await?;
             let auth = client
-                .call(
-                    "simulate/cards/auth",
-                    json!({"card_id": card_id, "transactionAmount": PURCHASE_AMOUNT,
-                           "merchant": {"name": "issuing trigger", "mcc": "5814", "country": "US"}}),
-                )
+                .simulate_cards_auth(&SimulateAuth {
+                    card_id: card_id.clone(),
+                    transaction_amount: PURCHASE_AMOUNT.into(),
+                    merchant: Some(Merchant {
+                        name: Some("issuing trigger".into()),
+                        mcc: Some("5814".into()),
+                        country: Some("US".into()),
+                    }),
+                    ..SimulateAuth::default()
+                })
                 .await?;
-            let transaction_id = text(&auth, &["transactionId"])?;
+            let transaction_id = auth.transaction_id;
             eprintln!(
                 "authorized {PURCHASE_AMOUNT} on card {card_id}: transaction {transaction_id}"
             );
@@ -154,16 +166,21 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         }
         "card_3ds" | "card_otp" => {
             let challenge = client
-                .call(
-                    "simulate/cards/3ds",
-                    json!({"card_id": card_id, "amount": PURCHASE_AMOUNT}),
-                )
+                .simulate_cards_3ds(&Simulate3ds {
+                    card_id: card_id.clone(),
+                    amount: PURCHASE_AMOUNT.into(),
+                    ..Simulate3ds::default()
+                })
                 .await?;
             eprintln!("requested a 3-D Secure check of {PURCHASE_AMOUNT} on card {card_id}");
             let mut summary = json!({"event": event, "card_id": card_id});
-            for field in ["securement_id", "method", "code"] {
-                if let Some(v) = challenge.get(field) {
-                    summary[field] = v.clone();
+            for (field, value) in [
+                ("securement_id", challenge.securement_id),
+                ("method", Some(challenge.method)),
+                ("code", challenge.code),
+            ] {
+                if let Some(v) = value {
+                    summary[field] = json!(v);
                 }
             }
             summary
@@ -176,13 +193,16 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
 /// Tops the card up with [`TOPUP_AMOUNT`] and waits for the order; returns its id.
 async fn topup(client: &Client, tag: &str, card_id: &str) -> Result<String, Failed> {
     let order = client
-        .call(
-            "cards/topup",
-            json!({"card_id": card_id, "amount": TOPUP_AMOUNT,
-                   "idempotency_key": format!("{tag}-topup")}),
+        .cards_topup(
+            &CardsTopup {
+                card_id: card_id.to_owned(),
+                amount: TOPUP_AMOUNT.into(),
+                ..CardsTopup::default()
+            },
+            &format!("{tag}-topup"),
         )
         .await?;
-    let order_id = text(&order, &["order_id"]).or_else(|_| text(&order, &["order", "order_id"]))?;
+    let order_id = order.order_id;
     eprintln!("topup of {TOPUP_AMOUNT} on card {card_id}, order {order_id}");
     wait_order(client, &order_id).await?;
     Ok(order_id)
@@ -190,72 +210,54 @@ async fn topup(client: &Client, tag: &str, card_id: &str) -> Result<String, Fail
 
 /// Freezes or unfreezes the card; returns its new status.
 async fn set_frozen(client: &Client, card_id: &str, frozen: bool) -> Result<String, Failed> {
-    let path = if frozen {
-        "cards/freeze"
+    let request = CardsFreeze::new(card_id);
+    let (path, answer) = if frozen {
+        ("cards/freeze", client.cards_freeze(&request).await?)
     } else {
-        "cards/unfreeze"
+        ("cards/unfreeze", client.cards_unfreeze(&request).await?)
     };
-    let v = client.call(path, json!({"card_id": card_id})).await?;
-    let status = text(&v, &["status"])?;
-    eprintln!("{path}: card {card_id} is {status}");
-    Ok(status)
+    eprintln!("{path}: card {card_id} is {}", answer.status);
+    Ok(answer.status)
 }
 
-/// Polls `orders/check` until the order is completed (Ok) or failed (Err), printing each
-/// status it sees; gives up after [`ORDER_TIMEOUT`].
+/// Waits for the order to be completed (Ok) or failed (Err), printing each status it
+/// sees; gives up after [`ORDER_TIMEOUT`].
 async fn wait_order(client: &Client, order_id: &str) -> Result<(), Failed> {
-    let started = Instant::now();
     let mut last = String::new();
-    loop {
-        let v = client
-            .call("orders/check", json!({"order_id": order_id}))
-            .await?;
-        let status = v.get("status").and_then(Value::as_str).unwrap_or("unknown");
-        if status != last {
-            eprintln!("waiting for order {order_id}: {status}…");
-            last = status.to_owned();
-        }
-        match status {
-            "completed" => return Ok(()),
-            "failed" => {
-                let reason = v
-                    .get("last_error_slug")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no reason given");
-                return Err(Failed(format!("order {order_id} failed: {reason}")));
+    let order: Order = client
+        .wait_order_with_progress(order_id, ORDER_TIMEOUT, |order| {
+            if order.status != last {
+                eprintln!("waiting for order {order_id}: {}…", order.status);
+                last.clone_from(&order.status);
             }
-            _ => {}
-        }
-        if started.elapsed() >= ORDER_TIMEOUT {
-            return Err(Failed(format!(
-                "order {order_id} is still {status} after {} s",
-                ORDER_TIMEOUT.as_secs()
-            )));
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
+        })
+        .await?;
+    if order.is_failed() {
+        let reason = order
+            .last_error_slug
+            .as_deref()
+            .unwrap_or("no reason given");
+        return Err(Failed(format!("order {order_id} failed: {reason}")));
     }
-}
-
-/// The string at `path` in an answer.
-fn text(v: &Value, path: &[&str]) -> Result<String, Failed> {
-    let mut at = v;
-    for key in path {
-        at = at.get(key).unwrap_or(&Value::Null);
-    }
-    at.as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| Failed(format!("the answer has no `{}`: {v}", path.join("."))))
+    Ok(())
 }
 
 /// KYC data the sandbox approves at once.
-fn kyc() -> Value {
-    json!({
-        "first_name": "Trigger",
-        "last_name": "Lovelace",
-        "birth_date": "1990-12-10",
-        "email": "trigger@example.com",
-        "phone_number_full": "+447700900123",
-        "country_iso": "GB",
-        "address": {"line1": "1 Analytical Way", "city": "London", "postal_code": "N1 1AA", "country_iso": "GB"}
-    })
+fn kyc() -> KycData {
+    KycData {
+        first_name: "Trigger".into(),
+        last_name: "Lovelace".into(),
+        birth_date: "1990-12-10".into(),
+        email: "trigger@example.com".into(),
+        phone_number_full: "+447700900123".into(),
+        country_iso: "GB".into(),
+        address: Some(Address {
+            line1: Some("1 Analytical Way".into()),
+            city: Some("London".into()),
+            postal_code: Some("N1 1AA".into()),
+            country_iso: Some("GB".into()),
+            ..Address::default()
+        }),
+        id_document: None,
+    }
 }
