@@ -7,6 +7,136 @@
 use crate::types::*;
 use crate::{Client, ClientError, Retry};
 
+/// One endpoint of the API: `POST /api/v2/{path}`, its request and its success answer
+/// (the types are named in [`ENDPOINTS`]' source and, with the `openapi` feature, in the
+/// OpenAPI document).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Under `/api/v2/`, e.g. `cards/create`.
+    pub path: &'static str,
+    /// One line: what the endpoint does.
+    pub summary: &'static str,
+    /// Takes a required `Idempotency-Key` header.
+    pub idempotency_key: bool,
+    /// Exists only in sandbox mode (a `404 not_found` in production).
+    pub sandbox_only: bool,
+    /// The request type's name (in [`crate::types`]).
+    pub request: &'static str,
+    /// The success answer's type name (in [`crate::types`]).
+    pub response: &'static str,
+}
+
+/// The endpoint table: `path: Request => Response` with flags (`key`: takes an
+/// `Idempotency-Key`; `sandbox`: sandbox only) and a summary. [`ENDPOINTS`] and, with the
+/// `openapi` feature, the schemas of the OpenAPI document come from it.
+macro_rules! endpoint_table {
+    ($($path:literal: $req:ty => $resp:ty, key = $key:literal, sandbox = $sandbox:literal, $summary:literal;)*) => {
+        /// Every endpoint of the API, in the order of the reference (`docs/api.md`).
+        pub const ENDPOINTS: &[Endpoint] = &[$(Endpoint {
+            path: $path,
+            summary: $summary,
+            idempotency_key: $key,
+            sandbox_only: $sandbox,
+            request: stringify!($req),
+            response: stringify!($resp),
+        }),*];
+
+        /// Each endpoint with its request schema (from `requests`, the serialize
+        /// contract) and its answer schema (from `answers`, the deserialize contract).
+        #[cfg(feature = "openapi")]
+        pub(crate) fn endpoint_schemas(
+            requests: &mut schemars::SchemaGenerator,
+            answers: &mut schemars::SchemaGenerator,
+        ) -> Vec<(Endpoint, schemars::Schema, schemars::Schema)> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            $(
+                out.push((
+                    ENDPOINTS[i],
+                    requests.subschema_for::<$req>(),
+                    answers.subschema_for::<$resp>(),
+                ));
+                i += 1;
+            )*
+            let _ = i;
+            out
+        }
+    };
+}
+
+endpoint_table! {
+    "system/health": Empty => Health, key = false, sandbox = false,
+        "Checks the server, the credentials and the envelope";
+    "system/time": Empty => ServerTime, key = false, sandbox = false,
+        "The server clock in microseconds since the epoch";
+    "project/balance": Empty => ProjectBalance, key = false, sandbox = false,
+        "The project's master balance";
+    "project/txs": ProjectTxs => Page<ProjectTx>, key = false, sandbox = false,
+        "The movements of the master balance";
+    "project/wallet/trc20": Empty => Wallet, key = false, sandbox = false,
+        "The project's USDT TRC20 deposit address";
+    "users/create": UsersCreate => User, key = false, sandbox = false,
+        "Registers a user";
+    "users/get": UsersGet => User, key = false, sandbox = false,
+        "Reads a user by external_user_id";
+    "users/find": UsersFind => Page<User>, key = false, sandbox = false,
+        "Searches the project's users";
+    "cardholders/create": CardholdersCreate => Cardholder, key = false, sandbox = false,
+        "Creates a cardholder (and the user if needed), optionally with KYC data";
+    "cardholders/get": CardholdersGet => Cardholder, key = false, sandbox = false,
+        "Reads a cardholder";
+    "cardholders/find": CardholdersFind => Page<Cardholder>, key = false, sandbox = false,
+        "Searches the project's cardholders";
+    "cards/products": Empty => ProductList, key = false, sandbox = false,
+        "The card products of the catalog";
+    "cards/create": CardsCreate => CreateCardResponse, key = true, sandbox = false,
+        "Issues a card; the answer holds its card_issue order";
+    "cards/get": CardRef => Card, key = false, sandbox = false,
+        "Reads a card of a user";
+    "cards/find": CardsFind => Page<Card>, key = false, sandbox = false,
+        "Searches the project's cards";
+    "cards/balance": CardRef => CardBalanceResponse, key = false, sandbox = false,
+        "A card's balance";
+    "cards/details": CardRef => CardDetailsResponse, key = false, sandbox = false,
+        "A card's plaintext credentials";
+    "cards/freeze": CardsFreeze => CardStatusResponse, key = false, sandbox = false,
+        "Freezes an active card";
+    "cards/unfreeze": CardsFreeze => CardStatusResponse, key = false, sandbox = false,
+        "Unfreezes a frozen card";
+    "cards/topup": CardsTopup => Order, key = true, sandbox = false,
+        "Moves USDT from the master balance to a card; answers the card_topup order";
+    "cards/withdraw": CardsWithdraw => Order, key = true, sandbox = false,
+        "Moves money from a card to the master balance; answers the card_withdraw order";
+    "cards/txs": CardsTxs => Page<CardTransaction>, key = false, sandbox = false,
+        "A card's transactions, newest change first";
+    "cards/close": CardsClose => CloseCardResponse, key = true, sandbox = false,
+        "Closes a card for good, withdrawing its money";
+    "cards/3ds/confirm": Cards3dsConfirm => ThreeDsConfirmResponse, key = false, sandbox = false,
+        "Confirms or declines an out-of-band 3DS challenge";
+    "orders/check": OrdersCheck => Order, key = false, sandbox = false,
+        "Reads an order";
+    "wh/subscribe": WhSubscribe => Subscription, key = false, sandbox = false,
+        "Subscribes a webhook URL";
+    "wh/unsubscribe": WhUnsubscribe => Subscription, key = false, sandbox = false,
+        "Deactivates a subscription";
+    "wh/subscriptions": ListQuery => Page<Subscription>, key = false, sandbox = false,
+        "The project's subscriptions, newest first";
+    "wh/deliveries": WhDeliveries => Page<Delivery>, key = false, sandbox = false,
+        "The webhook delivery log";
+    "wh/redeliver": WhRedeliver => RedeliverResponse, key = false, sandbox = false,
+        "Queues deliveries again";
+    "simulate/cards/auth": SimulateAuth => SimulatedTransaction, key = false, sandbox = true,
+        "Sandbox: an authorization from the card network";
+    "simulate/cards/clear": SimulateClear => SimulatedTransaction, key = false, sandbox = true,
+        "Sandbox: a clearing or force post";
+    "simulate/cards/reversal": SimulateReversal => SimulatedTransaction, key = false, sandbox = true,
+        "Sandbox: a (partial) reversal of a hold";
+    "simulate/cards/refund": SimulateRefund => SimulatedTransaction, key = false, sandbox = true,
+        "Sandbox: a refund";
+    "simulate/cards/3ds": Simulate3ds => ThreeDsChallenge, key = false, sandbox = true,
+        "Sandbox: a 3-D Secure challenge of a purchase";
+}
+
 impl Client {
     /// `system/health`: Checks the server, the credentials and the envelope.
     pub async fn system_health(&self) -> Result<Health, ClientError> {
@@ -286,24 +416,18 @@ impl Client {
 
     /// `orders/check`: reads an order (see also [`Client::wait_order`]).
     pub async fn orders_check(&self, order_id: &str) -> Result<Order, ClientError> {
-        self.typed(
-            "orders/check",
-            &serde_json::json!({ "order_id": order_id }),
-            None,
-            Retry::Safe,
-        )
-        .await
+        let request = OrdersCheck {
+            order_id: order_id.to_owned(),
+        };
+        self.typed("orders/check", &request, None, Retry::Safe)
+            .await
     }
 
     /// `wh/unsubscribe`: deactivates a subscription and answers it. Retried like a read:
     /// unsubscribing twice changes nothing.
     pub async fn wh_unsubscribe(&self, id: &str) -> Result<Subscription, ClientError> {
-        self.typed(
-            "wh/unsubscribe",
-            &serde_json::json!({ "id": id }),
-            None,
-            Retry::Safe,
-        )
-        .await
+        let request = WhUnsubscribe { id: id.to_owned() };
+        self.typed("wh/unsubscribe", &request, None, Retry::Safe)
+            .await
     }
 }

@@ -70,8 +70,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod endpoints;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod types;
 
+pub use endpoints::{Endpoint, ENDPOINTS};
 pub use types::*;
 
 /// Timeout of one API call, from connecting to the end of the response body.

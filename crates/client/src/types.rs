@@ -52,6 +52,23 @@ impl Decimal {
     }
 }
 
+/// A JSON string in the plain decimal form `[-]digits[.1 to 6 digits]`.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for Decimal {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Decimal".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A decimal amount as a JSON string, never a number: `\"12.50\"`, `\"-2.00\"`, `\"0.000001\"` (at most 6 fractional digits).",
+            "pattern": "^-?[0-9]+(\\.[0-9]{1,6})?$",
+            "examples": ["12.50"]
+        })
+    }
+}
+
 impl std::fmt::Display for Decimal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -72,6 +89,8 @@ impl From<String> for Decimal {
 
 /// A page of a list endpoint: `items`, `total` (every match), and the `skip` and `limit`
 /// that were used.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", schemars(rename = "Page_of_{T}"))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Page<T> {
     pub items: Vec<T>,
@@ -84,6 +103,7 @@ pub struct Page<T> {
 
 /// Paging and sorting of a list request (all optional: `skip` 0, `limit` 20,
 /// `sort_by` `created_at`, `sort_dir` `desc`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ListQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,24 +118,28 @@ pub struct ListQuery {
 }
 
 /// The body of endpoints without fields.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Empty {}
 
 // ---------------------------------------------------------------- system and project
 
 /// `system/health`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Health {
     pub status: String,
 }
 
 /// `system/time`: the server clock in microseconds since the epoch.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ServerTime {
     pub timestamp: i64,
 }
 
 /// `project/balance`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProjectBalance {
     pub available: Decimal,
@@ -123,12 +147,14 @@ pub struct ProjectBalance {
 }
 
 /// `project/wallet/trc20`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Wallet {
     pub usdt_trc20: String,
 }
 
 /// `project/txs` filters.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ProjectTxs {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -147,6 +173,7 @@ pub struct ProjectTxs {
 }
 
 /// An item of `project/txs`: one movement of the master balance.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProjectTx {
     pub id: String,
@@ -169,18 +196,21 @@ pub struct ProjectTx {
 // ---------------------------------------------------------------- users
 
 /// `users/create`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UsersCreate {
     pub external_user_id: String,
 }
 
 /// `users/get`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UsersGet {
     pub external_user_id: String,
 }
 
 /// `users/find` filters.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UsersFind {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -196,6 +226,7 @@ pub struct UsersFind {
 }
 
 /// The user object.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct User {
     pub user_id: String,
@@ -211,6 +242,7 @@ pub struct User {
 // ---------------------------------------------------------------- cardholders
 
 /// KYC data of a cardholder (`cardholders/create`, `cards/create`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KycData {
     pub first_name: String,
@@ -229,6 +261,7 @@ pub struct KycData {
 }
 
 /// A postal address (KYC data; card billing address).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Address {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,6 +279,7 @@ pub struct Address {
 }
 
 /// An identity document in KYC data.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdDocument {
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -259,6 +293,7 @@ pub struct IdDocument {
 }
 
 /// `cardholders/create`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardholdersCreate {
     pub external_user_id: String,
@@ -271,6 +306,7 @@ pub struct CardholdersCreate {
 }
 
 /// `cardholders/get`: by `cardholder_id`, or by `external_user_id` and `subprovider_code`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardholdersGet {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,6 +338,7 @@ impl CardholdersGet {
 }
 
 /// `cardholders/find` filters.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardholdersFind {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -323,6 +360,7 @@ pub struct CardholdersFind {
 }
 
 /// The cardholder object.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Cardholder {
     pub cardholder_id: String,
@@ -356,6 +394,7 @@ impl Cardholder {
 // ---------------------------------------------------------------- products
 
 /// `cards/products` (not paged).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProductList {
     pub items: Vec<Product>,
@@ -363,6 +402,7 @@ pub struct ProductList {
 }
 
 /// A card product of the catalog.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Product {
     pub product_code: String,
@@ -375,6 +415,7 @@ pub struct Product {
 }
 
 /// A product's fees (USDT).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Pricing {
     pub currency: String,
@@ -385,6 +426,7 @@ pub struct Pricing {
 }
 
 /// A product's topup bounds (USDT, inclusive).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Limits {
     pub currency: String,
@@ -397,6 +439,7 @@ pub struct Limits {
 
 /// `cards/create` (the idempotency key is an argument of
 /// [`Client::cards_create`](crate::Client::cards_create)).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsCreate {
     pub external_user_id: String,
@@ -408,6 +451,7 @@ pub struct CardsCreate {
 }
 
 /// The answer of `cards/create`: the new card (`pending`) and its `card_issue` order.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CreateCardResponse {
     pub card_id: String,
@@ -416,6 +460,7 @@ pub struct CreateCardResponse {
 }
 
 /// A card and its user: `cards/get`, `cards/balance`, `cards/details`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardRef {
     pub card_id: String,
@@ -432,6 +477,7 @@ impl CardRef {
 }
 
 /// `cards/find` filters.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsFind {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -449,6 +495,7 @@ pub struct CardsFind {
 }
 
 /// The card object.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Card {
     pub card_id: String,
@@ -474,6 +521,7 @@ pub struct Card {
 }
 
 /// A card's balance, in the card currency (`"usd"`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct CardBalance {
     pub currency: String,
@@ -482,6 +530,7 @@ pub struct CardBalance {
 }
 
 /// `cards/balance`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct CardBalanceResponse {
     pub card_id: String,
@@ -491,6 +540,7 @@ pub struct CardBalanceResponse {
 }
 
 /// `cards/details`: the card's credentials. Its `Debug` hides the number and the CVV.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Clone, PartialEq, Deserialize)]
 pub struct CardDetailsResponse {
     pub card_id: String,
@@ -512,6 +562,7 @@ impl std::fmt::Debug for CardDetailsResponse {
 }
 
 /// The plaintext card credentials.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Clone, PartialEq, Deserialize)]
 pub struct CardDetails {
     pub card_number: String,
@@ -538,6 +589,7 @@ impl std::fmt::Debug for CardDetails {
 }
 
 /// The card holder's name on `cards/details`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Holder {
     pub first_name: String,
@@ -546,6 +598,7 @@ pub struct Holder {
 }
 
 /// `cards/freeze` and `cards/unfreeze`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsFreeze {
     pub card_id: String,
@@ -563,6 +616,7 @@ impl CardsFreeze {
 }
 
 /// The answer of `cards/freeze` and `cards/unfreeze`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct CardStatusResponse {
     pub card_id: String,
@@ -570,6 +624,7 @@ pub struct CardStatusResponse {
 }
 
 /// `cards/topup` and `cards/withdraw` (the idempotency key is a method argument).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsTopup {
     pub card_id: String,
@@ -586,6 +641,7 @@ pub struct CardsTopup {
 pub type CardsWithdraw = CardsTopup;
 
 /// `cards/txs`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsTxs {
     pub card_id: String,
@@ -598,6 +654,7 @@ pub struct CardsTxs {
 }
 
 /// `cards/close` (the idempotency key is a method argument).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CardsClose {
     pub card_id: String,
@@ -608,6 +665,7 @@ pub struct CardsClose {
 }
 
 /// The answer of `cards/close`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CloseCardResponse {
     pub card_id: String,
@@ -621,6 +679,7 @@ pub struct CloseCardResponse {
 }
 
 /// `cards/3ds/confirm`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Cards3dsConfirm {
     pub card_id: String,
@@ -631,6 +690,7 @@ pub struct Cards3dsConfirm {
 }
 
 /// The answer of `cards/3ds/confirm`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ThreeDsConfirmResponse {
     pub securement_id: String,
@@ -640,7 +700,15 @@ pub struct ThreeDsConfirmResponse {
 
 // ---------------------------------------------------------------- orders
 
+/// `orders/check`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OrdersCheck {
+    pub order_id: String,
+}
+
 /// The order object. Fields that do not apply to an order are `None`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Order {
     pub order_id: String,
@@ -695,6 +763,7 @@ impl Order {
 // ---------------------------------------------------------------- card transactions
 
 /// A card transaction (items of `cards/txs`, `transaction` of the simulations).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CardTransaction {
     /// Always `card_transaction`.
@@ -709,6 +778,7 @@ pub struct CardTransaction {
 
 /// The transaction's state. Its amounts are JSON numbers on the wire (exact to the
 /// micro-unit), so they are `f64` here.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CardTxData {
     /// `authorization`, `force_post` or `refund`.
@@ -736,6 +806,7 @@ pub struct CardTxData {
 
 /// A merchant: on transactions, and in simulation requests (fields left out get the
 /// sandbox defaults).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Merchant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -749,6 +820,7 @@ pub struct Merchant {
 // ---------------------------------------------------------------- webhooks
 
 /// `wh/subscribe`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WhSubscribe {
     pub url: String,
@@ -759,7 +831,15 @@ pub struct WhSubscribe {
     pub event_types: Vec<String>,
 }
 
+/// `wh/unsubscribe`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WhUnsubscribe {
+    pub id: String,
+}
+
 /// A webhook subscription.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Subscription {
     pub id: String,
@@ -777,6 +857,7 @@ pub struct Subscription {
 }
 
 /// `wh/deliveries` filters.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WhDeliveries {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -793,6 +874,7 @@ pub struct WhDeliveries {
 }
 
 /// An item of the delivery log.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Delivery {
     pub delivery_id: String,
@@ -817,6 +899,7 @@ pub struct Delivery {
 }
 
 /// `wh/redeliver`: exactly one of `delivery_id` and `since`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WhRedeliver {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -830,6 +913,7 @@ pub struct WhRedeliver {
 }
 
 /// The answer of `wh/redeliver`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RedeliverResponse {
     pub queued: u64,
@@ -844,6 +928,7 @@ pub struct RedeliverResponse {
 // ---------------------------------------------------------------- sandbox simulations
 
 /// `simulate/cards/auth`: an authorization request.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SimulateAuth {
     pub card_id: String,
@@ -861,6 +946,7 @@ pub struct SimulateAuth {
 
 /// `simulate/cards/clear`: a clearing (`transaction_id`) or a force post (`card_id` and
 /// `bill_amount`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SimulateClear {
     #[serde(rename = "transactionId", skip_serializing_if = "Option::is_none")]
@@ -880,6 +966,7 @@ pub struct SimulateClear {
 }
 
 /// `simulate/cards/reversal`: all of a hold, or `amount` of it.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SimulateReversal {
     #[serde(rename = "transactionId")]
@@ -892,6 +979,7 @@ pub struct SimulateReversal {
 
 /// `simulate/cards/refund`: of a settled transaction (`transaction_id`), or unlinked
 /// (`card_id` and `amount`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SimulateRefund {
     #[serde(rename = "transactionId", skip_serializing_if = "Option::is_none")]
@@ -911,6 +999,7 @@ pub struct SimulateRefund {
 }
 
 /// The answer of `simulate/cards/auth|clear|reversal|refund`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SimulatedTransaction {
     #[serde(rename = "transactionId")]
@@ -919,6 +1008,7 @@ pub struct SimulatedTransaction {
 }
 
 /// `simulate/cards/3ds`: a 3-D Secure challenge of a purchase.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Simulate3ds {
     pub card_id: String,
@@ -935,6 +1025,7 @@ pub struct Simulate3ds {
 
 /// The answer of `simulate/cards/3ds`: an OOB challenge (`securement_id`, `status`) or
 /// an OTP (`code`).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ThreeDsChallenge {
     /// `OOB` or `OTP`.
