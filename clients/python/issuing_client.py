@@ -210,6 +210,7 @@ ENDPOINTS = {
     "simulate_cards_reversal": "simulate/cards/reversal",
     "simulate_cards_refund": "simulate/cards/refund",
     "simulate_cards_3ds": "simulate/cards/3ds",
+    "simulate_project_deposit": "simulate/project/deposit",
 }
 
 
@@ -382,6 +383,7 @@ class Client:
     simulate_cards_reversal = _endpoint("simulate/cards/reversal")
     simulate_cards_refund = _endpoint("simulate/cards/refund")
     simulate_cards_3ds = _endpoint("simulate/cards/3ds")
+    simulate_project_deposit = _endpoint("simulate/project/deposit")
 
     def _decode(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:

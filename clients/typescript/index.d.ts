@@ -351,6 +351,11 @@ export class IssuingClient {
     body: { card_id: string; amount: AmountInput; currency?: string; merchant?: { name?: string; country?: string }; external_user_id?: string } & Fields,
     options?: CallOptions,
   ): R<{ method: "OOB" | "OTP" | (string & {}); card_id: string; securement_id?: string; status?: string; code?: string }>;
+  /** Sandbox: a confirmed USDT TRC20 deposit to the project's address, credited once per transaction_id. */
+  simulateProjectDeposit(
+    body: { amount: AmountInput; transaction_id?: string; from?: string } & Fields,
+    options?: CallOptions,
+  ): R<{ transaction_id: string; address: string; from: string; amount: string; credited: boolean; transfer_id: string | null; available: string; currency: string }>;
 }
 
 /** Method name → endpoint path. */

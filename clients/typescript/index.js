@@ -597,6 +597,7 @@ export class IssuingClient {
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsReversal(body, o) { return this.call("simulate/cards/reversal", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsRefund(body, o) { return this.call("simulate/cards/refund", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCards3ds(body, o) { return this.call("simulate/cards/3ds", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ simulateProjectDeposit(body, o) { return this.call("simulate/project/deposit", body, o); }
 }
 
 /** Method name → endpoint path, for every endpoint of docs/api.md. */
@@ -636,6 +637,7 @@ export const ENDPOINTS = Object.freeze({
   simulateCardsReversal: "simulate/cards/reversal",
   simulateCardsRefund: "simulate/cards/refund",
   simulateCards3ds: "simulate/cards/3ds",
+  simulateProjectDeposit: "simulate/project/deposit",
 });
 
 /**

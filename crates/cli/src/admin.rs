@@ -115,6 +115,10 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             if name.is_empty() {
                 bail!("--name must not be empty");
             }
+            // The deposit key a server with this environment would use, so the project
+            // gets the address that server shows.
+            let config = settings::server_config_from_env(&file)?;
+            prepare_deposit_key(&store, &master, config.mode, &config).await?;
             let creds = issuing_server::projects::create_project(&store, &master, name).await?;
             println!("{}", serde_json::to_string(&creds)?);
             ExitCode::SUCCESS
@@ -214,6 +218,8 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             ExitCode::SUCCESS
         }
         AdminCommand::Demo { .. } => {
+            let config = settings::server_config_from_env(&file)?;
+            prepare_deposit_key(&store, &master, issuing_server::Mode::Sandbox, &config).await?;
             let creds = demo_credentials(&store, &master).await?;
             println!("{}", serde_json::to_string(&creds)?);
             ExitCode::SUCCESS
@@ -235,6 +241,22 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
     };
     store.close().await;
     Ok(code)
+}
+
+async fn prepare_deposit_key(
+    store: &issuing_store::Store,
+    master: &issuing_server::MasterKey,
+    mode: issuing_server::Mode,
+    config: &issuing_server::ServerConfig,
+) -> anyhow::Result<()> {
+    let key =
+        issuing_server::deposits::keys::prepare(store, master, mode, config.tron.xpub.as_deref())
+            .await?;
+    // Projects created while no key was known get their addresses now, as at a start.
+    if let Some(key) = key {
+        issuing_server::deposits::keys::backfill(store, &key.xpub).await?;
+    }
+    Ok(())
 }
 
 async fn set_status(
@@ -280,6 +302,6 @@ async fn demo_credentials(
         project_id,
         api_key: rotated.api_key,
         api_secret: rotated.api_secret,
-        deposit_address: project.deposit_address.unwrap_or_default(),
+        deposit_address: project.deposit_address,
     })
 }

@@ -14,12 +14,21 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let file = settings::load_file(global)?;
     let config = settings::server_config(&args.server, &file)?;
     let (store, master, resolved) = settings::open_store(global, &file).await?;
+    let _only_server = lock_sqlite(&store)?;
     tracing::info!(
         database = %settings::redact(&resolved.database_url),
         mode = ?config.mode,
         "starting"
     );
 
+    // Before the demo project, so that it is created with its derived deposit address.
+    issuing_server::deposits::keys::prepare(
+        &store,
+        &master,
+        config.mode,
+        config.tron.xpub.as_deref(),
+    )
+    .await?;
     // Production deployments create their projects with `issuing admin project create`.
     let demo = match config.mode {
         Mode::Sandbox => projects::ensure_demo_project(&store, &master, DEMO_CREDIT).await?,
@@ -30,7 +39,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         println!("  project_id:      {}", creds.project_id);
         println!("  api_key:         {}", creds.api_key);
         println!("  api_secret:      {}", creds.api_secret);
-        println!("  deposit_address: {}", creds.deposit_address);
+        let address = creds.deposit_address.as_deref().unwrap_or("(none)");
+        println!("  deposit_address: {address}");
         println!("  balance:         {DEMO_CREDIT} USDT (sandbox credit)");
     }
 
@@ -39,4 +49,28 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     server.wait().await;
     store.close().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One `issuing serve` per SQLite database: its replay guard lives in process memory, so
+/// a second server on the same file could accept a copy of a request the first accepted.
+/// The lock is released by the kernel when the process ends, however it ends.
+fn lock_sqlite(store: &issuing_store::Store) -> anyhow::Result<Option<std::fs::File>> {
+    let Some(path) = store.sqlite_path() else {
+        return Ok(None);
+    };
+    let lock_path = format!("{path}.serve.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another `issuing serve` is already running on the SQLite database {path} \
+             (lock file {lock_path}); stop it first, or use PostgreSQL \
+             (--database-url postgres://...) to run several servers on one database"
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
 }

@@ -54,6 +54,20 @@ pub struct FileConfig {
     pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
     pub sandbox: Option<SandboxFileConfig>,
     pub order_workers: Option<usize>,
+    /// TRC20 deposit addresses and the chain watcher (the `ISSUING_TRON_*` settings).
+    pub tron: Option<TronFileConfig>,
+}
+
+/// `[tron]` in the config file; each key as its `ISSUING_TRON_*` variable.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TronFileConfig {
+    pub xpub: Option<String>,
+    pub api_url: Option<String>,
+    pub api_key: Option<String>,
+    pub usdt_contract: Option<String>,
+    pub poll_interval: Option<u64>,
+    pub min_deposit: Option<String>,
 }
 
 /// Latency and failure injection of the sandbox provider, for demos and drills.
@@ -286,6 +300,41 @@ pub struct ServerArgs {
     /// Address for Prometheus metrics (`GET /metrics`), e.g. 127.0.0.1:9090; off when unset.
     #[arg(long, env = "ISSUING_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Extended public key (`xpub…`) of the account m/44'/195'/0' that project deposit
+    /// addresses derive from (child 0/n). Unset: no addresses in production; the sandbox
+    /// uses its own test key.
+    #[arg(long, env = "ISSUING_TRON_XPUB")]
+    pub tron_xpub: Option<String>,
+    /// Base URL of a TronGrid-compatible API; the chain watcher runs only when set.
+    #[arg(long, env = "ISSUING_TRON_API_URL")]
+    pub tron_api_url: Option<String>,
+    /// API key sent as `TRON-PRO-API-KEY` (prefer the environment variable to the flag).
+    #[arg(long, env = "ISSUING_TRON_API_KEY", hide_env_values = true)]
+    pub tron_api_key: Option<String>,
+    /// USDT contract address (default: mainnet TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t).
+    #[arg(long, env = "ISSUING_TRON_USDT_CONTRACT")]
+    pub tron_usdt_contract: Option<String>,
+    /// Seconds between polls of each deposit address (default 60).
+    #[arg(long, env = "ISSUING_TRON_POLL_INTERVAL")]
+    pub tron_poll_interval: Option<u64>,
+    /// Smallest incoming USDT transfer credited, e.g. 1 or 0.5 (default 1); smaller ones
+    /// are ignored as dust.
+    #[arg(long, env = "ISSUING_TRON_MIN_DEPOSIT")]
+    pub tron_min_deposit: Option<String>,
+}
+
+/// The serve settings as the environment and config file give them (no flags): what
+/// admin commands that create projects read, so they derive addresses from the same key
+/// a server would.
+pub fn server_config_from_env(file: &FileConfig) -> anyhow::Result<ServerConfig> {
+    #[derive(clap::Parser)]
+    struct EnvOnly {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+    let parsed = <EnvOnly as clap::Parser>::try_parse_from(["issuing"])
+        .context("reading the ISSUING_* environment")?;
+    server_config(&parsed.server, file)
 }
 
 pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<ServerConfig> {
@@ -378,7 +427,64 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
         }
         config.order_workers = n;
     }
+    config.tron = tron_config(
+        args,
+        file.tron.as_ref().unwrap_or(&TronFileConfig::default()),
+    )?;
     Ok(config)
+}
+
+/// The `ISSUING_TRON_*` settings, checked. An empty value counts as unset.
+fn tron_config(
+    args: &ServerArgs,
+    file: &TronFileConfig,
+) -> anyhow::Result<issuing_server::config::TronConfig> {
+    let pick = |flag: &Option<String>, file: &Option<String>| {
+        flag.clone()
+            .or_else(|| file.clone())
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let mut tron = issuing_server::config::TronConfig::default();
+    if let Some(xpub) = pick(&args.tron_xpub, &file.xpub) {
+        // Checked here so a bad key stops the start with a message naming the setting.
+        issuing_domain::tron_hd::AccountXpub::parse(&xpub)
+            .map_err(|e| anyhow::anyhow!("--tron-xpub / ISSUING_TRON_XPUB: {e}"))?;
+        tron.xpub = Some(xpub);
+    }
+    if let Some(url) = pick(&args.tron_api_url, &file.api_url) {
+        let parsed = reqwest::Url::parse(&url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+        if parsed.is_none() {
+            bail!("--tron-api-url / ISSUING_TRON_API_URL must be an http(s) URL such as https://api.trongrid.io");
+        }
+        tron.api_url = Some(url);
+    }
+    tron.api_key = pick(&args.tron_api_key, &file.api_key);
+    if let Some(contract) = pick(&args.tron_usdt_contract, &file.usdt_contract) {
+        if !issuing_domain::trc20::is_valid(&contract) {
+            bail!("--tron-usdt-contract / ISSUING_TRON_USDT_CONTRACT: `{contract}` is not a Tron address");
+        }
+        tron.usdt_contract = contract;
+    }
+    if let Some(secs) = args.tron_poll_interval.or(file.poll_interval) {
+        if !(1..=86_400).contains(&secs) {
+            bail!("ISSUING_TRON_POLL_INTERVAL must be between 1 and 86400 seconds");
+        }
+        tron.poll_interval = Duration::from_secs(secs);
+    }
+    if let Some(min) = pick(&args.tron_min_deposit, &file.min_deposit) {
+        tron.min_deposit = issuing_wire::Amount::parse_positive(&serde_json::Value::String(
+            min.clone(),
+        ))
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "ISSUING_TRON_MIN_DEPOSIT: `{min}` must be a positive USDT amount such as 1 or 0.5"
+            )
+        })?;
+    }
+    Ok(tron)
 }
 
 #[cfg(test)]
@@ -412,6 +518,67 @@ mod tests {
         };
         let c = server_config(&ok, &file).unwrap();
         assert_eq!(c.mode, Mode::Production);
+    }
+
+    #[test]
+    fn validates_tron_settings() {
+        let file = FileConfig::default();
+        let c = server_config(&ServerArgs::default(), &file).unwrap();
+        assert_eq!(c.tron.api_url, None);
+        assert_eq!(c.tron.usdt_contract, "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t");
+        let xprv = "xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVvvNKmPGJxWUtg6LnF5kejMRNNU3TGtRBeJgk33yuGBxrMPHi";
+        let bad = ServerArgs {
+            tron_xpub: Some(xprv.into()),
+            ..Default::default()
+        };
+        let e = server_config(&bad, &file).unwrap_err().to_string();
+        assert!(e.contains("ISSUING_TRON_XPUB") && !e.contains(xprv), "{e}");
+        for (args, name) in [
+            (
+                ServerArgs {
+                    tron_api_url: Some("ftp://x".into()),
+                    ..Default::default()
+                },
+                "ISSUING_TRON_API_URL",
+            ),
+            (
+                ServerArgs {
+                    tron_min_deposit: Some("0".into()),
+                    ..Default::default()
+                },
+                "ISSUING_TRON_MIN_DEPOSIT",
+            ),
+            (
+                ServerArgs {
+                    tron_poll_interval: Some(0),
+                    ..Default::default()
+                },
+                "ISSUING_TRON_POLL_INTERVAL",
+            ),
+            (
+                ServerArgs {
+                    tron_usdt_contract: Some("Tnope".into()),
+                    ..Default::default()
+                },
+                "ISSUING_TRON_USDT_CONTRACT",
+            ),
+        ] {
+            let e = server_config(&args, &file).unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        let file = FileConfig {
+            tron: Some(TronFileConfig {
+                api_url: Some("http://127.0.0.1:9".into()),
+                min_deposit: Some("0.5".into()),
+                poll_interval: Some(5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let c = server_config(&ServerArgs::default(), &file).unwrap();
+        assert_eq!(c.tron.api_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(c.tron.min_deposit.micros(), 500_000);
+        assert_eq!(c.tron.poll_interval, Duration::from_secs(5));
     }
 
     #[test]

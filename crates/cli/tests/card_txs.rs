@@ -8,6 +8,7 @@ mod common;
 
 use common::receiver::Receiver;
 use common::TestServer;
+use issuing_client::{CardRef, CardsTopup, WhSubscribe};
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -20,14 +21,32 @@ impl TestServer {
         self.deposit(&self.creds.project_id, 10_000_000_000).await;
         let card = self.active_card(user, "virtual_usd").await;
         if units > 0 {
-            let (s, v) = self
-                .topup(&card, json!(units.to_string()), &format!("fund-{user}"))
-                .await;
-            assert_eq!(s, 200, "{v}");
-            let o = self.wait_order(v["order_id"].as_str().unwrap()).await;
-            assert_eq!(o["status"], "completed", "{o}");
+            let sdk = self.sdk();
+            let topup = CardsTopup {
+                card_id: card.clone(),
+                amount: units.to_string().into(),
+                ..CardsTopup::default()
+            };
+            let order = sdk
+                .cards_topup(&topup, &format!("fund-{user}"))
+                .await
+                .unwrap();
+            let o = sdk.wait_order(&order.order_id, WAIT).await.unwrap();
+            assert_eq!(o.status, "completed", "{o:?}");
         }
         card
+    }
+
+    /// Subscribes `url` to `event_types` (all when empty).
+    async fn subscribe(&self, url: &str, event_types: &[&str]) {
+        self.sdk()
+            .wh_subscribe(&WhSubscribe {
+                url: url.into(),
+                event_types: event_types.iter().map(|e| e.to_string()).collect(),
+                ..WhSubscribe::default()
+            })
+            .await
+            .unwrap();
     }
 
     async fn auth(&self, card: &str, amount: Value) -> Value {
@@ -41,14 +60,13 @@ impl TestServer {
     /// (available, pending) of cards/balance, as strings.
     async fn funds(&self, user: &str, card: &str) -> (String, String) {
         let b = self
-            .ok(
-                "cards/balance",
-                json!({"card_id": card, "external_user_id": user}),
-            )
-            .await;
+            .sdk()
+            .cards_balance(&CardRef::new(card, user))
+            .await
+            .unwrap();
         (
-            b["available"].as_str().unwrap().to_owned(),
-            b["pending"].as_str().unwrap().to_owned(),
+            b.available.as_str().to_owned(),
+            b.pending.as_str().to_owned(),
         )
     }
 
@@ -73,11 +91,7 @@ both_backends!(
     the_transaction_lifecycle_moves_money_as_contract_9_says,
     |t: TestServer| async move {
         let rx = Receiver::start(&t.creds.api_secret).await;
-        t.ok(
-            "wh/subscribe",
-            json!({"url": rx.url, "event_types": ["card_transaction"]}),
-        )
-        .await;
+        t.subscribe(&rx.url, &["card_transaction"]).await;
         let card = t.card_with("ada", 100).await;
         assert_eq!(t.funds("ada", &card).await, funds("100.00", "0.00"));
 
@@ -720,11 +734,7 @@ both_backends_with!(
     },
     |t: TestServer| async move {
         let rx = Receiver::start(&t.creds.api_secret).await;
-        t.ok(
-            "wh/subscribe",
-            json!({"url": rx.url, "event_types": ["card_transaction"]}),
-        )
-        .await;
+        t.subscribe(&rx.url, &["card_transaction"]).await;
         let card = t.card_with("ada", 30).await;
         let a = tx_id(&t.auth(&card, json!("12")).await);
         let cleared = tx_id(&t.auth(&card, json!("3")).await);
@@ -792,7 +802,7 @@ both_backends!(
     closing_a_card_releases_holds_and_returns_its_funds,
     |t: TestServer| async move {
         let rx = Receiver::start(&t.creds.api_secret).await;
-        t.ok("wh/subscribe", json!({"url": rx.url})).await;
+        t.subscribe(&rx.url, &[]).await;
         let card = t.card_with("ada", 40).await;
         let spent = tx_id(&t.auth(&card, json!("10")).await);
         t.ok("simulate/cards/clear", json!({"transactionId": spent}))

@@ -6,18 +6,17 @@ mod common;
 
 use common::cards::kyc;
 use common::TestServer;
+use issuing_client::{CardRef, CardsCreate, CardsFind, CardsFreeze, ListQuery};
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
 
 both_backends!(
     products_list_the_sandbox_catalog,
     |t: TestServer| async move {
-        let v = t.ok("cards/products", json!({})).await;
-        let items = v["items"].as_array().unwrap();
-        let codes: Vec<&str> = items
-            .iter()
-            .map(|p| p["product_code"].as_str().unwrap())
-            .collect();
+        let list = t.sdk().cards_products().await.unwrap();
+        let items = &list.items;
+        assert_eq!(list.total, 3);
+        let codes: Vec<&str> = items.iter().map(|p| p.product_code.as_str()).collect();
         assert_eq!(
             codes,
             [
@@ -27,15 +26,15 @@ both_backends!(
             ]
         );
         let usd = &items[0];
-        assert_eq!(usd["product_id"], "virtual_usd");
-        assert_eq!(usd["subprovider_code"], "sandbox");
-        assert_eq!(usd["active"], true);
-        assert_eq!(usd["pricing"]["issue_fee"], "2.00");
-        assert_eq!(usd["pricing"]["topup_fee_percent"], "1.00");
-        assert_eq!(usd["pricing"]["topup_fee_fixed"], "0.50");
-        assert_eq!(usd["limits"]["topup_min"], "10.00");
-        assert_eq!(usd["limits"]["topup_max"], "5000.00");
-        assert_eq!(items[2]["active"], false);
+        assert_eq!(usd.product_id, "virtual_usd");
+        assert_eq!(usd.subprovider_code, "sandbox");
+        assert!(usd.active);
+        assert_eq!(usd.pricing.issue_fee.as_str(), "2.00");
+        assert_eq!(usd.pricing.topup_fee_percent.as_str(), "1.00");
+        assert_eq!(usd.pricing.topup_fee_fixed.as_str(), "0.50");
+        assert_eq!(usd.limits.topup_min.as_str(), "10.00");
+        assert_eq!(usd.limits.topup_max.as_str(), "5000.00");
+        assert!(!items[2].active);
     }
 );
 
@@ -261,19 +260,25 @@ both_backends!(
 both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     t.deposit(&t.creds.project_id, 100_000_000).await;
     t.cardholder("ada", "sandbox").await;
-    let (s, v) = t.create_card("ada", "virtual_usd", "k1").await;
-    assert_eq!(s, 200, "{v}");
-    let card_id = v["card_id"].as_str().unwrap().to_owned();
-    assert_eq!(v["status"], "pending");
-    let order = &v["order"];
-    assert_eq!(order["order_type"], "card_issue");
-    assert_eq!(order["card_id"], json!(card_id));
-    assert_eq!(order["balance_before"], "100.00");
-    assert_eq!(order["balance_after"], "98.00");
-    let order_id = order["order_id"].as_str().unwrap().to_owned();
+    let sdk = t.sdk();
+    let issue = CardsCreate {
+        external_user_id: "ada".into(),
+        product_code: "virtual_usd".into(),
+        ..CardsCreate::default()
+    };
+    let v = sdk.cards_create(&issue, "k1").await.unwrap();
+    let card_id = v.card_id.clone();
+    assert_eq!(v.status, "pending");
+    let order = &v.order;
+    assert_eq!(order.order_type, "card_issue");
+    assert_eq!(order.card_id.as_deref(), Some(card_id.as_str()));
+    let amount = |d: &Option<issuing_client::Decimal>| d.as_ref().map(|d| d.as_str().to_owned());
+    assert_eq!(amount(&order.balance_before).as_deref(), Some("100.00"));
+    assert_eq!(amount(&order.balance_after).as_deref(), Some("98.00"));
+    let order_id = order.order_id.clone();
     // Visible at once, not after 30 seconds.
-    let seen = t.ok("orders/check", json!({"order_id": order_id})).await;
-    assert_eq!(seen["order_id"], json!(order_id));
+    let seen = sdk.orders_check(&order_id).await.unwrap();
+    assert_eq!(seen.order_id, order_id);
 
     let done = t.wait_order(&order_id).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -283,49 +288,38 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     assert!(done["completed_at"].is_string());
     assert!(done.get("failed_at").is_none());
 
-    let card = t
-        .ok(
-            "cards/get",
-            json!({"card_id": card_id, "external_user_id": "ada"}),
-        )
-        .await;
-    assert_eq!(card["status"], "active");
-    assert_eq!(card["product_code"], "virtual_usd");
-    assert_eq!(card["external_user_id"], "ada");
-    assert_eq!(card["project_id"], json!(t.creds.project_id));
-    assert_eq!(card["balance"]["available"], "0.00");
-    assert!(
-        card["issued_at"].is_string()
-            && card["activated_at"].is_string()
-            && card["frozen_at"].is_null()
-    );
-    let details = t
+    let by_ada = CardRef::new(&card_id, "ada");
+    let card = sdk.cards_get(&by_ada).await.unwrap();
+    assert_eq!(card.status, "active");
+    assert_eq!(card.product_code, "virtual_usd");
+    assert_eq!(card.external_user_id, "ada");
+    assert_eq!(card.project_id, t.creds.project_id);
+    assert_eq!(card.balance.available.as_str(), "0.00");
+    assert!(card.issued_at.is_some() && card.activated_at.is_some() && card.frozen_at.is_none());
+    let details = sdk.cards_details(&by_ada).await.unwrap();
+    let pan = details.details.card_number.as_str();
+    assert!(issuing_server::provider::sandbox::luhn_valid(pan), "{pan}");
+    assert_eq!(card.label.as_deref().unwrap(), &pan[pan.len() - 4..]);
+    assert_eq!(details.details.cvv.len(), 3);
+    assert!(details.details.expiry_year >= 2026);
+    // serde would read a short array into the address struct too: check the raw shape.
+    let raw = t
         .ok(
             "cards/details",
             json!({"card_id": card_id, "external_user_id": "ada"}),
         )
         .await;
-    let pan = details["details"]["card_number"].as_str().unwrap();
-    assert!(issuing_server::provider::sandbox::luhn_valid(pan), "{pan}");
-    assert_eq!(card["label"].as_str().unwrap(), &pan[pan.len() - 4..]);
-    assert_eq!(details["details"]["cvv"].as_str().unwrap().len(), 3);
-    assert!(details["details"]["expiry_year"].as_i64().unwrap() >= 2026);
-    assert!(details["details"]["billing_address"].is_object());
-    assert_eq!(details["holder"]["last_name"], "Lovelace");
-    assert_eq!(details["status"], "active");
-    let b = t
-        .ok(
-            "cards/balance",
-            json!({"card_id": card_id, "external_user_id": "ada"}),
-        )
-        .await;
+    assert!(raw["details"]["billing_address"].is_object());
+    assert_eq!(details.holder.as_ref().unwrap().last_name, "Lovelace");
+    assert_eq!(details.status, "active");
+    let b = sdk.cards_balance(&by_ada).await.unwrap();
     assert_eq!(
         (
-            b["available"].as_str(),
-            b["pending"].as_str(),
-            b["currency"].as_str()
+            b.available.as_str(),
+            b.pending.as_str(),
+            b.currency.as_str()
         ),
-        (Some("0.00"), Some("0.00"), Some("usd"))
+        ("0.00", "0.00", "usd")
     );
 
     // The fee is in the master history with its order and card.
@@ -364,9 +358,8 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     assert!(!sealed.contains(pan), "PAN stored in plaintext");
 
     // The same key returns the same order and charges nothing more.
-    let (s, again) = t.create_card("ada", "virtual_usd", "k1").await;
-    assert_eq!(s, 200);
-    assert_eq!(again["order"]["order_id"], json!(order_id));
+    let again = sdk.cards_create(&issue, "k1").await.unwrap();
+    assert_eq!(again.order.order_id, order_id);
     assert_eq!(t.balance().await, "98.00");
     t.verify_ledger().await;
 });
@@ -607,15 +600,18 @@ both_backends!(
             "invalid_status_transition",
         )
         .await;
-        let card = t
-            .ok("cards/get", r(json!({"external_user_id": "ada"})))
-            .await;
-        assert_eq!(card["status"], "frozen");
-        assert!(card["frozen_at"].is_string());
-        let v = t
-            .ok("cards/unfreeze", r(json!({"external_user_id": "ada"})))
-            .await;
-        assert_eq!(v["status"], "active");
+        let sdk = t.sdk();
+        let card = sdk.cards_get(&CardRef::new(&card_id, "ada")).await.unwrap();
+        assert_eq!(card.status, "frozen");
+        assert!(card.frozen_at.is_some());
+        let v = sdk
+            .cards_unfreeze(&CardsFreeze {
+                external_user_id: Some("ada".into()),
+                ..CardsFreeze::new(&card_id)
+            })
+            .await
+            .unwrap();
+        assert_eq!(v.status, "active");
         t.expect_error(
             "cards/unfreeze",
             r(json!({})),
@@ -630,15 +626,13 @@ both_backends!(
         assert_eq!(kinds, ["card.created", "card.freeze", "card.unfreeze"]);
         assert_eq!(events[1].payload["status"], "frozen");
         assert_eq!(events[2].payload["status"], "active");
-        let order = t
-            .ok(
-                "orders/check",
-                json!({"order_id": events[1].payload["order_id"]}),
-            )
-            .await;
-        assert_eq!(order["order_type"], "card_status_change");
-        assert_eq!(order["status"], "completed");
-        assert_eq!(order["data"], json!({"from": "active", "to": "frozen"}));
+        let order = sdk
+            .orders_check(events[1].payload["order_id"].as_str().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(order.order_type, "card_status_change");
+        assert_eq!(order.status, "completed");
+        assert_eq!(order.data, json!({"from": "active", "to": "frozen"}));
 
         // A card still being issued cannot be frozen.
         t.ok(
@@ -733,7 +727,20 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
     let a = t.active_card("ada", "virtual_usd").await;
     let b = t.active_card("bob", "virtual_usd").await;
     let r = t.active_card("rita", "virtual_usd_restricted").await;
-    t.ok("cards/freeze", json!({"card_id": b})).await;
+    let sdk = t.sdk();
+    sdk.cards_freeze(&CardsFreeze::new(&b)).await.unwrap();
+    let find = |request: CardsFind| {
+        let sdk = &sdk;
+        async move { sdk.cards_find(&request).await.unwrap() }
+    };
+    let sorted = |sort_by: Option<&str>, sort_dir: Option<&str>| ListQuery {
+        sort_by: sort_by.map(str::to_owned),
+        sort_dir: sort_dir.map(str::to_owned),
+        ..ListQuery::default()
+    };
+    let card_ids = |page: &issuing_client::Page<issuing_client::Card>| -> Vec<String> {
+        page.items.iter().map(|c| c.card_id.clone()).collect()
+    };
     let ids = |v: &Value| -> Vec<String> {
         v["items"]
             .as_array()
@@ -742,23 +749,23 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
             .map(|c| c["card_id"].as_str().unwrap().to_owned())
             .collect()
     };
-    let v = t
-        .ok(
-            "cards/find",
-            json!({"sort_by": "created_at", "sort_dir": "asc"}),
-        )
-        .await;
-    assert_eq!(ids(&v), [a.clone(), b.clone(), r.clone()]);
-    assert_eq!(v["total"], 3);
+    let page = find(CardsFind {
+        page: sorted(Some("created_at"), Some("asc")),
+        ..CardsFind::default()
+    })
+    .await;
+    assert_eq!(card_ids(&page), [a.clone(), b.clone(), r.clone()]);
+    assert_eq!(page.total, 3);
+    // The singular filter names (beside the SDK's plural lists) and the legacy ones.
     let v = t.ok("cards/find", json!({"status": "frozen"})).await;
     assert_eq!(ids(&v), std::slice::from_ref(&b));
-    let v = t
-        .ok(
-            "cards/find",
-            json!({"statuses": ["active"], "sort_dir": "asc"}),
-        )
-        .await;
-    assert_eq!(ids(&v), [a.clone(), r.clone()]);
+    let page = find(CardsFind {
+        statuses: vec!["active".into()],
+        page: sorted(None, Some("asc")),
+        ..CardsFind::default()
+    })
+    .await;
+    assert_eq!(card_ids(&page), [a.clone(), r.clone()]);
     let v = t
         .ok(
             "cards/find",
@@ -777,17 +784,21 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
         std::slice::from_ref(&r),
         "legacy product_id filter"
     );
+    let page = find(CardsFind {
+        external_user_ids: vec!["ada".into(), "rita".into()],
+        page: sorted(None, Some("asc")),
+        ..CardsFind::default()
+    })
+    .await;
+    assert_eq!(card_ids(&page), [a.clone(), r.clone()]);
+    let page = find(CardsFind {
+        card_ids: vec![a, b.clone()],
+        ..CardsFind::default()
+    })
+    .await;
+    assert_eq!(page.total, 2);
     let v = t
-        .ok(
-            "cards/find",
-            json!({"external_user_ids": ["ada", "rita"], "sort_dir": "asc"}),
-        )
-        .await;
-    assert_eq!(ids(&v), [a.clone(), r.clone()]);
-    let v = t.ok("cards/find", json!({"card_ids": [a, b]})).await;
-    assert_eq!(v["total"], 2);
-    let v = t
-        .ok("cards/find", json!({"user_id": v["items"][0]["user_id"]}))
+        .ok("cards/find", json!({"user_id": page.items[0].user_id}))
         .await;
     assert_eq!(v["total"], 1);
     for key in [
@@ -802,18 +813,20 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
         "frozen_at",
         "closed_at",
     ] {
-        let v = t.ok("cards/find", json!({"sort_by": key})).await;
-        assert_eq!(v["total"], 3, "{key}");
-    }
-    let v = t
-        .ok(
-            "cards/find",
-            json!({"sort_by": "frozen_at", "sort_dir": "desc"}),
-        )
+        let page = find(CardsFind {
+            page: sorted(Some(key), None),
+            ..CardsFind::default()
+        })
         .await;
+        assert_eq!(page.total, 3, "{key}");
+    }
+    let page = find(CardsFind {
+        page: sorted(Some("frozen_at"), Some("desc")),
+        ..CardsFind::default()
+    })
+    .await;
     assert_eq!(
-        v["items"][0]["card_id"],
-        json!(b),
+        page.items[0].card_id, b,
         "frozen card first, unfrozen (null) last"
     );
     t.expect_error(

@@ -339,6 +339,22 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         }
     };
     let ok = (200, None);
+    // Servers cache unsealed keys for up to 2 s: a revocation, expiry or suspension
+    // reaches them within that, so the checks below wait up to 4 s for the answer.
+    let expect_status = |creds: Creds, want: (u16, Option<String>)| {
+        let status = &status;
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+            loop {
+                let got = status(creds.clone()).await;
+                if got == want || std::time::Instant::now() > deadline {
+                    assert_eq!(got, want);
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
     let unknown = (401, Some("api_key_not_found".to_owned()));
 
     // key list: one valid key, never a secret.
@@ -367,15 +383,15 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         ..old.clone()
     };
     assert_ne!(new.api_key, old.api_key);
-    assert_eq!(status(old.clone()).await, ok);
-    assert_eq!(status(new.clone()).await, ok);
+    expect_status(old.clone(), ok.clone()).await;
+    expect_status(new.clone(), ok.clone()).await;
     let (_, out, _) = admin(&["key", "list", "--project"], vec![project.clone()]).await;
     let keys = json_lines(&out);
     assert_eq!(keys.len(), 2, "{out}");
     assert_eq!(keys[0]["expires_at"], rotated["old_keys_valid_until"]);
     assert!(!out.contains(&new.api_secret));
 
-    // key revoke: the running server refuses the key on the next request.
+    // key revoke: the running server refuses the key within seconds.
     let (code, out, err) = admin(&["key", "revoke", "--key"], vec![old.api_key.clone()]).await;
     assert_eq!(code, 0, "{err}");
     let revoked: Value = serde_json::from_str(out.trim()).unwrap();
@@ -386,8 +402,8 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         ),
         (Some(old.api_key.as_str()), Some(1))
     );
-    assert_eq!(status(old.clone()).await, unknown);
-    assert_eq!(status(new.clone()).await, ok);
+    expect_status(old.clone(), unknown.clone()).await;
+    expect_status(new.clone(), ok.clone()).await;
 
     // The last valid key is kept unless --force.
     let (code, _, err) = admin(&["key", "revoke", "--key"], vec![new.api_key.clone()]).await;
@@ -396,7 +412,7 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         err.contains("last valid API key") && err.contains("--force"),
         "{err}"
     );
-    assert_eq!(status(new.clone()).await, ok);
+    expect_status(new.clone(), ok.clone()).await;
 
     // project suspend / resume.
     let (code, out, err) = admin(&["project", "suspend", "--project"], vec![project.clone()]).await;
@@ -406,10 +422,7 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         (v["status"].as_str(), v["previous_status"].as_str()),
         (Some("suspended"), Some("active"))
     );
-    assert_eq!(
-        status(new.clone()).await,
-        (403, Some("api_key_invalid".to_owned()))
-    );
+    expect_status(new.clone(), (403, Some("api_key_invalid".to_owned()))).await;
     let (_, out, _) = admin(&["project", "list"], vec![]).await;
     assert_eq!(json_lines(&out)[0]["status"], "suspended");
     let (code, out, err) = admin(&["project", "resume", "--project"], vec![project.clone()]).await;
@@ -418,7 +431,7 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         serde_json::from_str::<Value>(out.trim()).unwrap()["status"],
         "active"
     );
-    assert_eq!(status(new.clone()).await, ok);
+    expect_status(new.clone(), ok.clone()).await;
 
     // rotate --grace 0 ends the old key at once; then --force revokes the last one.
     let (code, out, err) = admin(
@@ -434,15 +447,15 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         api_secret: rotated["api_secret"].as_str().unwrap().to_owned(),
         ..old.clone()
     };
-    assert_eq!(status(new.clone()).await, unknown);
-    assert_eq!(status(newest.clone()).await, ok);
+    expect_status(new.clone(), unknown.clone()).await;
+    expect_status(newest.clone(), ok.clone()).await;
     let (code, _, err) = admin(
         &["key", "revoke", "--force", "--key"],
         vec![newest.api_key.clone()],
     )
     .await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(status(newest.clone()).await, unknown);
+    expect_status(newest.clone(), unknown.clone()).await;
     let (_, out, _) = admin(&["key", "list", "--project"], vec![project.clone()]).await;
     let keys = json_lines(&out);
     assert_eq!(keys.len(), 3);

@@ -740,6 +740,7 @@ const ENDPOINTS: &[&str] = &[
     "simulate/cards/reversal",
     "simulate/cards/refund",
     "simulate/cards/3ds",
+    "simulate/project/deposit",
 ];
 
 /// Arrays (or objects) nested `depth` deep around `leaf`.

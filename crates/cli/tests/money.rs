@@ -8,6 +8,7 @@ mod common;
 
 use common::cards::kyc;
 use common::{Creds, TestServer};
+use issuing_client::{CardsTopup, ListQuery, ProjectTx, ProjectTxs};
 use issuing_wire::Amount;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -40,24 +41,22 @@ async fn master(t: &TestServer) -> i64 {
 }
 
 /// Master-account history lines of one order, oldest first: (type, amount, item).
-async fn lines_of(t: &TestServer, order_id: &str) -> Vec<(String, String, Value)> {
-    let v = t
-        .ok(
-            "project/txs",
-            json!({"order_id": order_id, "sort_dir": "asc"}),
-        )
-        .await;
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| {
-            (
-                i["type"].as_str().unwrap().to_owned(),
-                i["amount"].as_str().unwrap().to_owned(),
-                i.clone(),
-            )
+async fn lines_of(t: &TestServer, order_id: &str) -> Vec<(String, String, ProjectTx)> {
+    let page = t
+        .sdk()
+        .project_txs(&ProjectTxs {
+            order_ids: vec![order_id.to_owned()],
+            page: ListQuery {
+                sort_dir: Some("asc".into()),
+                ..ListQuery::default()
+            },
+            ..ProjectTxs::default()
         })
+        .await
+        .unwrap();
+    page.items
+        .into_iter()
+        .map(|i| (i.kind.clone(), i.amount.as_str().to_owned(), i))
         .collect()
 }
 
@@ -111,10 +110,10 @@ both_backends!(
             .collect();
         assert_eq!(kinds, [("card_topup", "-100.00"), ("fee", "-1.50")]);
         for (_, _, item) in &lines {
-            assert_eq!(item["order_id"], json!(id));
-            assert_eq!(item["card_id"], json!(card));
+            assert_eq!(item.order_id.as_deref(), Some(id.as_str()));
+            assert_eq!(item.card_id.as_deref(), Some(card.as_str()));
         }
-        assert_eq!(lines[1].2["balance_after"], "96.50");
+        assert_eq!(lines[1].2.balance_after.as_str(), "96.50");
 
         let events = t.events(&t.creds.project_id).await;
         let topups: Vec<_> = events
@@ -315,12 +314,23 @@ both_backends!(
                 ("refund", "12.66")
             ]
         );
-        assert!(lines.iter().all(|(_, _, i)| i["card_id"] == json!(card)));
+        assert!(lines
+            .iter()
+            .all(|(_, _, i)| i.card_id.as_deref() == Some(card.as_str())));
 
         // Only .66 declines: a neighbouring amount goes through.
-        let (_, v) = t.topup(&card, json!("12.65"), "d2").await;
-        let done = t.wait_order(&order_id(&v)).await;
-        assert_eq!(done["status"], "completed", "{done}");
+        let sdk = t.sdk();
+        let topup = CardsTopup {
+            card_id: card.clone(),
+            amount: "12.65".into(),
+            ..CardsTopup::default()
+        };
+        let order = sdk.cards_topup(&topup, "d2").await.unwrap();
+        let done = sdk
+            .wait_order(&order.order_id, std::time::Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(done.status, "completed", "{done:?}");
         assert_eq!(t.card_balance("ada", &card).await, "12.65");
         assert_eq!(
             master(&t).await,
@@ -361,7 +371,7 @@ both_backends!(
             (lines[0].0.as_str(), lines[0].1.as_str()),
             ("card_withdraw", "40.00")
         );
-        assert_eq!(lines[0].2["card_id"], json!(card));
+        assert_eq!(lines[0].2.card_id.as_deref(), Some(card.as_str()));
 
         // More than the card holds.
         t.expect_error(

@@ -8,6 +8,7 @@ mod common;
 
 use common::receiver::{free_port, Behaviour, Receiver};
 use common::TestServer;
+use issuing_client::{CardsFreeze, WhSubscribe};
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -25,10 +26,16 @@ fn fast() -> ServerConfig {
 
 impl TestServer {
     async fn subscribe(&self, url: &str) -> String {
-        let v = self
-            .ok("wh/subscribe", json!({"url": url, "title": "test"}))
-            .await;
-        v["id"].as_str().unwrap().to_owned()
+        let subscription = self
+            .sdk()
+            .wh_subscribe(&WhSubscribe {
+                url: url.into(),
+                title: Some("test".into()),
+                ..WhSubscribe::default()
+            })
+            .await
+            .unwrap();
+        subscription.id
     }
 
     async fn deliveries(&self, filter: Value) -> Vec<Value> {
@@ -61,19 +68,22 @@ impl TestServer {
     }
 
     async fn freeze(&self, user: &str, card: &str) {
-        self.ok(
-            "cards/freeze",
-            json!({"card_id": card, "external_user_id": user}),
-        )
-        .await;
+        self.sdk().cards_freeze(&of_user(user, card)).await.unwrap();
     }
 
     async fn unfreeze(&self, user: &str, card: &str) {
-        self.ok(
-            "cards/unfreeze",
-            json!({"card_id": card, "external_user_id": user}),
-        )
-        .await;
+        self.sdk()
+            .cards_unfreeze(&of_user(user, card))
+            .await
+            .unwrap();
+    }
+}
+
+/// A freeze or unfreeze of `user`'s card.
+fn of_user(user: &str, card: &str) -> CardsFreeze {
+    CardsFreeze {
+        card_id: card.into(),
+        external_user_id: Some(user.into()),
     }
 }
 

@@ -135,6 +135,8 @@ endpoint_table! {
         "Sandbox: a refund";
     "simulate/cards/3ds": Simulate3ds => ThreeDsChallenge, key = false, sandbox = true,
         "Sandbox: a 3-D Secure challenge of a purchase";
+    "simulate/project/deposit": SimulateProjectDeposit => SimulatedDeposit, key = false, sandbox = true,
+        "Sandbox: a confirmed USDT TRC20 deposit to the project's address";
 }
 
 impl Client {
@@ -411,6 +413,17 @@ impl Client {
         request: &Simulate3ds,
     ) -> Result<ThreeDsChallenge, ClientError> {
         self.typed("simulate/cards/3ds", request, None, Retry::Never)
+            .await
+    }
+
+    /// `simulate/project/deposit`: Sandbox: a confirmed USDT TRC20 deposit to the
+    /// project's address, credited as the chain watcher credits one (not retried; a
+    /// request with a `transaction_id` may be sent again safely: it is credited once).
+    pub async fn simulate_project_deposit(
+        &self,
+        request: &SimulateProjectDeposit,
+    ) -> Result<SimulatedDeposit, ClientError> {
+        self.typed("simulate/project/deposit", request, None, Retry::Never)
             .await
     }
 

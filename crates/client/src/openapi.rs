@@ -1,6 +1,7 @@
 //! The OpenAPI 3.1 document of the plaintext API (feature `openapi`): the JSON inside
 //! the envelope, as `issuing proxy` exposes it. Generated from the endpoint table
-//! ([`crate::ENDPOINTS`]), the models of [`crate::types`] and the error slugs of
+//! ([`crate::ENDPOINTS`]), the models of [`crate::types`] (`issuing_wire::api`, the types
+//! the server itself parses and serialises) and the error slugs of
 //! [`issuing_wire::ErrorSlug::ALL`], so it cannot drift from them. The committed copy is
 //! `docs/openapi.json`:
 //!

@@ -7,12 +7,19 @@ use rand::RngCore;
 const TRON_VERSION: u8 = 0x41;
 pub const ADDRESS_LEN: usize = 34;
 
-/// A fresh address. In the sandbox no chain watches it; a production deployment assigns
-/// addresses from its custody provider instead.
+/// A random, valid-looking address whose key nobody holds. Only for stand-ins (the
+/// sender of a simulated sandbox deposit); deposit addresses come from `tron_hd`.
 pub fn new_address() -> String {
+    let mut body = [0u8; 20];
+    rand::thread_rng().fill_bytes(&mut body);
+    encode(&body)
+}
+
+/// The address of a 20-byte account id: base58check of the version byte and the id.
+pub fn encode(body: &[u8; 20]) -> String {
     let mut payload = [0u8; 21];
     payload[0] = TRON_VERSION;
-    rand::thread_rng().fill_bytes(&mut payload[1..]);
+    payload[1..].copy_from_slice(body);
     bs58::encode(payload).with_check().into_string()
 }
 

@@ -1,5 +1,7 @@
 use crate::provider::sandbox::SandboxConfig;
 use issuing_domain::catalog::Catalog;
+use issuing_domain::chain_deposit;
+use issuing_wire::Amount;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +57,55 @@ pub struct ServerConfig {
     pub order_workers: usize,
     /// Address of the Prometheus listener (`GET /metrics`); none when off.
     pub metrics_listen: Option<SocketAddr>,
+    /// TRC20 deposit addresses and the chain watcher.
+    pub tron: TronConfig,
+}
+
+/// Where deposit addresses come from and how the chain watcher finds deposits.
+#[derive(Clone)]
+pub struct TronConfig {
+    /// The operator's `xpub…` of m/44'/195'/0' (`ISSUING_TRON_XPUB`). Unset: production
+    /// has no deposit addresses (`wallet_not_found`); the sandbox uses its own test key.
+    pub xpub: Option<String>,
+    /// Base URL of a TronGrid-compatible API (`ISSUING_TRON_API_URL`); unset: no watcher.
+    pub api_url: Option<String>,
+    /// Sent as `TRON-PRO-API-KEY` when set (`ISSUING_TRON_API_KEY`).
+    pub api_key: Option<String>,
+    /// The USDT contract; transfers of other tokens are ignored.
+    pub usdt_contract: String,
+    /// How often each deposit address is polled (`ISSUING_TRON_POLL_INTERVAL`).
+    pub poll_interval: Duration,
+    /// Incoming transfers below this are ignored as dust (`ISSUING_TRON_MIN_DEPOSIT`).
+    pub min_deposit: Amount,
+}
+
+impl Default for TronConfig {
+    fn default() -> Self {
+        TronConfig {
+            xpub: None,
+            api_url: None,
+            api_key: None,
+            usdt_contract: chain_deposit::MAINNET_USDT_CONTRACT.to_owned(),
+            // USDT transfers confirm in about a minute; polling faster buys little and
+            // costs API quota per address.
+            poll_interval: Duration::from_secs(60),
+            min_deposit: chain_deposit::DEFAULT_MIN_DEPOSIT,
+        }
+    }
+}
+
+impl std::fmt::Debug for TronConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The API key is a credential; the xpub reveals every deposit address.
+        f.debug_struct("TronConfig")
+            .field("xpub", &self.xpub.as_ref().map(|_| "***"))
+            .field("api_url", &self.api_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("usdt_contract", &self.usdt_contract)
+            .field("poll_interval", &self.poll_interval)
+            .field("min_deposit", &self.min_deposit)
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -76,6 +127,7 @@ impl Default for ServerConfig {
             max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
             rate_limit: DEFAULT_RATE_LIMIT,
             request_timeout: crate::pipeline::timeout::DEFAULT_REQUEST_TIMEOUT,
+            tron: TronConfig::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod config;
 mod connections;
+pub mod deposits;
 mod flows;
 pub mod master_key;
 mod metrics;
@@ -14,6 +15,7 @@ mod network;
 mod pipeline;
 pub mod projects;
 pub mod provider;
+mod replay;
 mod routes;
 mod server;
 mod state;

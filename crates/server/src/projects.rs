@@ -2,7 +2,7 @@
 
 use crate::MasterKey;
 use issuing_domain::credentials::{new_api_key, ApiSecret};
-use issuing_domain::{ids, time, trc20};
+use issuing_domain::{ids, time};
 use issuing_store::{ledger, projects, settings, Store, StoreError};
 use issuing_wire::Amount;
 use serde::Serialize;
@@ -14,7 +14,9 @@ pub struct NewProjectCredentials {
     pub project_id: String,
     pub api_key: String,
     pub api_secret: String,
-    pub deposit_address: String,
+    /// Derived from the deposit key; None while there is none (production without
+    /// `ISSUING_TRON_XPUB`: the server assigns it at the first start with one).
+    pub deposit_address: Option<String>,
 }
 
 impl std::fmt::Debug for NewProjectCredentials {
@@ -44,24 +46,30 @@ async fn insert_project(
     name: &str,
 ) -> Result<NewProjectCredentials, StoreError> {
     let secret = ApiSecret::generate();
-    let creds = NewProjectCredentials {
+    let mut creds = NewProjectCredentials {
         project_id: ids::new_id(),
         api_key: new_api_key(),
         api_secret: secret.expose().to_owned(),
-        deposit_address: trc20::new_address(),
+        deposit_address: None,
     };
     projects::create(
         conn,
         &projects::NewProject {
             id: &creds.project_id,
             name,
-            deposit_address: &creds.deposit_address,
+            deposit_address: None,
             api_key: &creds.api_key,
             secret_enc: &master.seal_secret(&secret),
             created_at: time::now_micros(),
         },
     )
     .await?;
+    // The project's deposit index is taken now, for good; its address is derived from
+    // the key this database's addresses derive from (recorded when a server or admin
+    // command first chose it).
+    let xpub = crate::deposits::keys::stored_xpub(conn).await?;
+    creds.deposit_address =
+        crate::deposits::keys::assign(conn, "", xpub.as_ref(), &creds.project_id).await?;
     Ok(creds)
 }
 

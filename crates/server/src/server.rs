@@ -51,7 +51,13 @@ pub async fn start(
         }
     };
     let workers = config.order_workers.clamp(1, MAX_ORDER_WORKERS);
-    let state = AppState {
+    let deposit_key =
+        crate::deposits::keys::prepare(&store, &master, config.mode, config.tron.xpub.as_deref())
+            .await?;
+    if let Some(key) = &deposit_key {
+        crate::deposits::keys::backfill(&store, &key.xpub).await?;
+    }
+    let state = AppState::new(crate::state::Shared {
         store: store.clone(),
         master,
         config: Arc::new(config),
@@ -60,12 +66,20 @@ pub async fn start(
         deliveries_wakeup: Arc::new(Notify::new()),
         rate_limiter: Arc::default(),
         metrics: Arc::default(),
-    };
+        deposit_key: deposit_key.map(Arc::new),
+        keys: Arc::default(),
+        replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
+    });
     for _ in 0..workers {
         tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
     }
     tasks.spawn(workers::deliveries::run(state.clone(), rx.clone()));
     tasks.spawn(workers::holds::run(state.clone(), rx.clone()));
+    if state.config.tron.api_url.is_some() {
+        tasks.spawn(workers::chain::run(state.clone(), rx.clone()));
+    } else {
+        tracing::info!("ISSUING_TRON_API_URL is not set: no chain watcher (deposits come from admin deposit, and simulate/project/deposit in the sandbox)");
+    }
     if store.backend() == issuing_store::Backend::Postgres {
         tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
     }
@@ -81,7 +95,7 @@ pub async fn start(
     if let Some(listener) = metrics_listener {
         tasks.spawn(crate::metrics::serve(listener, state.clone(), rx.clone()));
     }
-    tasks.spawn(workers::cleanup::run(store, rx));
+    tasks.spawn(workers::cleanup::run(store, state.replay.clone(), rx));
     tracing::info!(%addr, "listening");
     if let Some(metrics_addr) = metrics_addr {
         tracing::info!(%metrics_addr, "metrics listening (GET /metrics)");

@@ -5,8 +5,25 @@ use issuing_store::Store;
 use std::sync::Arc;
 use tokio::sync::Notify;
 
+/// Everything a request or worker needs. Cloned by every layer and extractor, so it is
+/// one reference count, not one per field.
 #[derive(Clone)]
-pub(crate) struct AppState {
+pub(crate) struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub(crate) struct Shared {
     pub store: Store,
     pub master: MasterKey,
     pub config: Arc<ServerConfig>,
@@ -19,9 +36,15 @@ pub(crate) struct AppState {
     pub deliveries_wakeup: Arc<Notify>,
     /// Counters and histograms for `GET /metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Where deposit addresses derive from; None: production without an xpub.
+    pub deposit_key: Option<Arc<crate::deposits::keys::DepositKey>>,
+    /// Unsealed API keys, cached for a few seconds.
+    pub keys: Arc<crate::pipeline::key_cache::KeyCache>,
+    /// Accepts each signed request once.
+    pub replay: crate::replay::ReplayGuard,
 }
 
-impl AppState {
+impl Shared {
     pub fn catalog(&self) -> &Catalog {
         &self.config.catalog
     }

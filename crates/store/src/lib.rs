@@ -9,8 +9,11 @@
 pub mod card_txs;
 pub mod cardholders;
 pub mod cards;
+pub mod chain_deposits;
+pub mod chain_watch;
 mod db;
 pub mod deliveries;
+pub mod deposit_addresses;
 mod error;
 pub mod events;
 pub mod idempotency;
@@ -27,6 +30,8 @@ pub mod stats;
 pub mod subscriptions;
 pub mod users;
 pub mod wakeup;
+mod wal_sync;
 
 pub use db::{Backend, Conn, Store, Tx};
 pub use error::StoreError;
+pub use wal_sync::Writing;

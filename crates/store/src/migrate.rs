@@ -49,6 +49,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_key_expiry.sql"),
         postgres: include_str!("../migrations/postgres/0006_key_expiry.sql"),
     },
+    Migration {
+        version: 7,
+        name: "chain_deposits",
+        sqlite: include_str!("../migrations/sqlite/0007_chain_deposits.sql"),
+        postgres: include_str!("../migrations/postgres/0007_chain_deposits.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

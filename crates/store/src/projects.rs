@@ -35,7 +35,8 @@ impl std::fmt::Debug for ApiKeyRecord {
 pub struct NewProject<'a> {
     pub id: &'a str,
     pub name: &'a str,
-    pub deposit_address: &'a str,
+    /// None until an address is derived (see `deposit_addresses`).
+    pub deposit_address: Option<&'a str>,
     pub api_key: &'a str,
     pub secret_enc: &'a str,
     pub created_at: i64,

@@ -1,28 +1,69 @@
-//! Replay protection shared by every server process on one database: a request's
-//! (API key, path, request_timestamp) is remembered while that timestamp is still inside
-//! the acceptance window, so a copy of the request is refused wherever it lands.
+//! Replay protection's durable parts. On PostgreSQL a request's (API key, path,
+//! request_timestamp) is remembered in `replay_guard` while the timestamp is inside the
+//! acceptance window, so a copy is refused by every process sharing the database; the
+//! server inserts many requests' rows in one statement (`remember_many`). On SQLite the
+//! guard lives in the one server process's memory and only its *ceiling* is durable:
+//! every accepted timestamp is below it, so after a restart everything below it is
+//! refused (see issuing_server's replay module).
 
 use crate::{Conn, StoreError};
+use sqlx::Row;
+use std::collections::HashSet;
+
+/// Rows per `remember_many` statement: 4 parameters each, far below every backend's limit.
+pub const MAX_BATCH: usize = 128;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub api_key: String,
+    pub path: String,
+    pub request_timestamp: i64,
+    pub expires_at: i64,
+}
 
 /// Records the request; returns false when the same triple was already seen.
-pub async fn remember(
-    conn: &mut Conn,
-    api_key: &str,
-    path: &str,
-    request_timestamp: i64,
-    expires_at: i64,
-) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "INSERT INTO replay_guard (api_key, path, request_timestamp, expires_at) \
-         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-    )
-    .bind(api_key)
-    .bind(path)
-    .bind(request_timestamp)
-    .bind(expires_at)
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
+pub async fn remember(conn: &mut Conn, entry: &Entry) -> Result<bool, StoreError> {
+    Ok(remember_many(conn, std::slice::from_ref(entry)).await?[0])
+}
+
+/// Records up to `MAX_BATCH` requests in one statement; returns, per entry, whether it was
+/// new. Entries must be distinct (the caller answers in-batch copies itself).
+pub async fn remember_many(conn: &mut Conn, entries: &[Entry]) -> Result<Vec<bool>, StoreError> {
+    assert!(entries.len() <= MAX_BATCH, "replay batch over its bound");
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = String::from(
+        "INSERT INTO replay_guard (api_key, path, request_timestamp, expires_at) VALUES ",
+    );
+    for i in 0..entries.len() {
+        let p = i * 4;
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&format!("(${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4));
+    }
+    sql.push_str(" ON CONFLICT DO NOTHING RETURNING api_key, path, request_timestamp");
+    let mut query = sqlx::query(&sql);
+    for e in entries {
+        query = query
+            .bind(&e.api_key)
+            .bind(&e.path)
+            .bind(e.request_timestamp)
+            .bind(e.expires_at);
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    let mut fresh = HashSet::with_capacity(rows.len());
+    for r in rows {
+        let key: String = r.try_get("api_key")?;
+        let path: String = r.try_get("path")?;
+        let ts: i64 = r.try_get("request_timestamp")?;
+        fresh.insert((key, path, ts));
+    }
+    Ok(entries
+        .iter()
+        .map(|e| fresh.contains(&(e.api_key.clone(), e.path.clone(), e.request_timestamp)))
+        .collect())
 }
 
 /// Deletes up to `batch` expired entries; returns how many went.
@@ -36,4 +77,26 @@ pub async fn purge_expired(conn: &mut Conn, now: i64, batch: i64) -> Result<u64,
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected())
+}
+
+const CEILING_KEY: &str = "replay_ceiling_micros";
+
+/// The durable ceiling of accepted request timestamps, if one was ever written.
+pub async fn ceiling(conn: &mut Conn) -> Result<Option<i64>, StoreError> {
+    let value = crate::settings::get(conn, CEILING_KEY).await?;
+    Ok(value.and_then(|v| v.parse().ok()))
+}
+
+/// Raises the durable ceiling to `micros` (never lowers it). Committed before it returns.
+pub async fn raise_ceiling(conn: &mut Conn, micros: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO settings (key, value) VALUES ($1, $2) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value \
+         WHERE CAST(settings.value AS BIGINT) < CAST(excluded.value AS BIGINT)",
+    )
+    .bind(CEILING_KEY)
+    .bind(micros.to_string())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }

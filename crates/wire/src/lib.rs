@@ -1,9 +1,11 @@
 //! Wire types shared by the server and its clients: the error slugs with their HTTP
-//! statuses (decided in one place), USDT amounts as decimal strings, and list pages.
+//! statuses (decided in one place), USDT amounts as decimal strings, list pages, and
+//! the request and answer models of every endpoint (`api`).
 //!
 //! Nothing here does I/O or knows about HTTP frameworks; statuses are plain `u16`.
 
 mod amount;
+pub mod api;
 mod error;
 mod page;
 

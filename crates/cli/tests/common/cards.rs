@@ -1,6 +1,7 @@
 //! Helpers for card tests: KYC data, cardholders, issuing and waiting for orders.
 
 use super::TestServer;
+use issuing_client::{CardRef, CardholdersCreate, CardsCreate};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -52,33 +53,46 @@ impl TestServer {
     }
 
     /// A user with an approved cardholder and an issued, active card; returns card id.
+    /// Well-formed calls only, so through the typed SDK.
     pub async fn active_card(&self, external_user_id: &str, product: &str) -> String {
-        let sub = if product == "virtual_usd_restricted" {
-            "sandbox_restricted"
-        } else {
-            "sandbox"
-        };
-        self.cardholder(external_user_id, sub).await;
-        let (s, v) = self
-            .create_card(
-                external_user_id,
-                product,
+        let restricted = product == "virtual_usd_restricted";
+        let sdk = self.sdk();
+        sdk.cardholders_create(&CardholdersCreate {
+            external_user_id: external_user_id.into(),
+            subprovider_code: if restricted {
+                "sandbox_restricted"
+            } else {
+                "sandbox"
+            }
+            .into(),
+            product_code: restricted.then(|| product.to_owned()),
+            kyc_data: Some(serde_json::from_value(kyc()).unwrap()),
+        })
+        .await
+        .unwrap();
+        let created = sdk
+            .cards_create(
+                &CardsCreate {
+                    external_user_id: external_user_id.into(),
+                    product_code: product.into(),
+                    ..CardsCreate::default()
+                },
                 &format!("issue-{external_user_id}"),
             )
-            .await;
-        assert_eq!(s, 200, "{v}");
-        let order = self
-            .wait_order(v["order"]["order_id"].as_str().unwrap())
-            .await;
-        assert_eq!(order["status"], "completed", "{order}");
-        v["card_id"].as_str().unwrap().to_owned()
+            .await
+            .unwrap();
+        let order = sdk
+            .wait_order(&created.order.order_id, Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(order.status, "completed", "{order:?}");
+        created.card_id
     }
 
+    /// The master balance (project/balance) as its decimal string.
     pub async fn balance(&self) -> String {
-        self.ok("project/balance", json!({})).await["available"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        let balance = self.sdk().project_balance().await.unwrap();
+        balance.available.as_str().to_owned()
     }
 
     pub async fn events(&self, project_id: &str) -> Vec<issuing_store::events::EventRecord> {
@@ -152,12 +166,11 @@ impl TestServer {
 
     /// The card's available balance (cards/balance) as its decimal string.
     pub async fn card_balance(&self, external_user_id: &str, card_id: &str) -> String {
-        let v = self
-            .ok(
-                "cards/balance",
-                json!({"card_id": card_id, "external_user_id": external_user_id}),
-            )
-            .await;
-        v["available"].as_str().unwrap().to_owned()
+        let balance = self
+            .sdk()
+            .cards_balance(&CardRef::new(card_id, external_user_id))
+            .await
+            .unwrap();
+        balance.available.as_str().to_owned()
     }
 }

@@ -12,6 +12,7 @@ pub mod cards;
 pub mod db;
 pub mod process;
 pub mod receiver;
+pub mod tron;
 pub use db::{Backend, TestDb};
 
 /// Runs the test body once per backend, as two test functions in a module.
@@ -184,6 +185,20 @@ impl TestServer {
         tx.commit().await.unwrap();
     }
 
+    /// The typed SDK (`issuing_client::Client`) for the default project: what tests use
+    /// for well-formed requests. It never retries, so a test sees every answer exactly
+    /// as the server gave it.
+    pub fn sdk(&self) -> issuing_client::Client {
+        self.sdk_as(&self.creds)
+    }
+
+    /// The typed SDK for another project of this server.
+    pub fn sdk_as(&self, creds: &Creds) -> issuing_client::Client {
+        issuing_client::Client::new(&self.base, &creds.api_key, &creds.api_secret)
+            .expect("SDK client")
+            .with_retry_policy(issuing_client::RetryPolicy::none())
+    }
+
     /// Calls `path` as the default project with a fresh timestamp.
     pub async fn call(&self, path: &str, body: Value) -> (u16, Value) {
         self.call_as(&self.creds, path, body).await
@@ -290,6 +305,6 @@ pub async fn create_project(store: &Store, master: &MasterKey, name: &str) -> Cr
         project_id: c.project_id.clone(),
         api_key: c.api_key.clone(),
         api_secret: c.api_secret.clone(),
-        deposit_address: c.deposit_address.clone(),
+        deposit_address: c.deposit_address.clone().unwrap_or_default(),
     }
 }

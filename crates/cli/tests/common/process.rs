@@ -27,13 +27,32 @@ impl ServeProcess {
         Self::start_with(data_dir, database_url, &[]).await
     }
 
+    /// Like `start`, with these environment variables set for the child.
+    pub async fn start_env(
+        data_dir: &std::path::Path,
+        database_url: &str,
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
+        Self::spawn(data_dir, database_url, &[], env).await
+    }
+
     /// `extra` goes before `serve` (global options such as `--config`).
     pub async fn start_with(
         data_dir: &std::path::Path,
         database_url: &str,
         extra: &[&str],
     ) -> ServeProcess {
+        Self::spawn(data_dir, database_url, extra, &[]).await
+    }
+
+    async fn spawn(
+        data_dir: &std::path::Path,
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
         let child = issuing()
+            .envs(env.iter().copied())
             .args(extra)
             .arg("--data-dir")
             .arg(data_dir)

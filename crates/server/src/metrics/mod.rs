@@ -6,6 +6,7 @@
 //! has a bounded set of values: HTTP endpoints are route paths, never raw request paths.
 //! The metric names and labels are listed in docs/operations.md, "Metrics and logs".
 
+mod chain;
 mod http;
 mod listener;
 mod text;
@@ -41,6 +42,8 @@ pub(crate) struct Metrics {
     http: Mutex<BTreeMap<String, Endpoint>>,
     in_flight: AtomicI64,
     webhook_attempts: [AtomicU64; 3],
+    /// The chain watcher's counters.
+    pub chain: chain::ChainMetrics,
     /// The last database counts and when they were taken; one collection at a time.
     db: tokio::sync::Mutex<Option<(Instant, Option<DbStats>)>>,
 }
@@ -132,6 +135,7 @@ impl Metrics {
             let n = self.webhook_attempts[i].load(Ordering::Relaxed);
             t.sample("issuing_webhook_attempts_total", &[("outcome", outcome)], n);
         }
+        self.chain.render(&mut t);
 
         t.family(
             "issuing_db_up",

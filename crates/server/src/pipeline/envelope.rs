@@ -2,7 +2,9 @@
 //! timestamp window and replay guard, and seals whatever the router answers.
 
 use super::extract::{Caller, Plaintext};
+use super::key_cache::CachedKey;
 use super::reply::error_response;
+use crate::replay::Admission;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{OriginalUri, Request, State};
@@ -11,13 +13,35 @@ use axum::middleware::Next;
 use axum::response::Response;
 use issuing_domain::time::now_micros;
 use issuing_envelope::Key;
-use issuing_store::{projects, replay};
+use issuing_store::projects;
 use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Our own responses are small; the bound only guards against a handler bug.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Endpoints that never write (paths as the router sees them, inside `/api/v2`). Any
+/// other request is treated as one that may write.
+const READ_ONLY_PATHS: &[&str] = &[
+    "/system/health",
+    "/system/time",
+    "/project/balance",
+    "/project/txs",
+    "/users/get",
+    "/users/find",
+    "/cardholders/get",
+    "/cardholders/find",
+    "/cards/products",
+    "/cards/get",
+    "/cards/find",
+    "/cards/balance",
+    "/cards/txs",
+    "/orders/check",
+    "/wh/subscriptions",
+    "/wh/deliveries",
+];
 
 /// Paths that do not need `request_timestamp` (the client calls it to learn the time).
 const UNTIMED_PATHS: &[&str] = &["/api/v2/system/time"];
@@ -35,9 +59,32 @@ pub(crate) async fn envelope_layer(
                 .extensions()
                 .get::<Plaintext>()
                 .and_then(|p| super::text::check_request(&p.0).err());
+            // Nothing is answered before what it wrote, or read, is durable (a no-op on
+            // PostgreSQL; on SQLite the shared log fsync, see issuing_store's wal_sync).
+            // Reads wait only while a write may not be durable yet.
+            let path = req.uri().path();
+            let read_only = READ_ONLY_PATHS.contains(&path.strip_prefix("/api/v2").unwrap_or(path));
+            let writing = if read_only {
+                None
+            } else {
+                state.store.writing()
+            };
             let response = match refused {
                 Some(e) => error_response(&e),
                 None => next.run(req).await,
+            };
+            let synced = if read_only {
+                state.store.sync_read().await
+            } else {
+                state.store.sync().await
+            };
+            drop(writing);
+            let response = match synced {
+                Ok(()) => response,
+                Err(e) => {
+                    tracing::error!(error = %e, "the database log could not be synced");
+                    error_response(&ApiError::internal())
+                }
             };
             seal_response(&key, response).await
         }
@@ -84,25 +131,14 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
         .map(|u| u.path().to_owned())
         .unwrap_or_else(|| req.uri().path().to_owned());
 
-    let record = {
-        let mut conn = state.store.conn().await?;
-        projects::find_api_key(&mut conn, &api_key).await?
-    }
-    .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?;
-    let no_access = || {
-        plain(
+    let cached = lookup_key(state, &api_key).await?;
+    if !cached.active {
+        return Err(plain(
             ErrorSlug::ApiKeyInvalid,
             "You do not have access to this API.",
-        )
-    };
-    if record.project_status != "active" {
-        return Err(no_access());
+        ));
     }
-    let secret = state.master.open_secret(&record.secret_enc).ok_or_else(|| {
-        tracing::error!(project_id = %record.project_id, "API secret cannot be decrypted with the master key");
-        no_access()
-    })?;
-    let key = Key::from_secret(secret.expose());
+    let key = cached.key;
 
     let (mut parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, state.config.max_body_bytes)
@@ -139,7 +175,8 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
         // the usual cause is a wrong or outdated API secret, so say so.
         issuing_envelope::OpenError::Authentication => plain(
             ErrorSlug::DecryptionFailed,
-            "The payload could not be decrypted with this API key's secret              (wrong secret, or the body was altered)",
+            "The payload could not be decrypted with this API key's secret \
+             (wrong secret, or the body was altered)",
         ),
         other => ApiError::new(
             ErrorSlug::DecryptionFailed,
@@ -162,10 +199,37 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
     }
 
     parts.extensions.insert(Caller {
-        project_id: record.project_id,
+        project_id: cached.project_id,
     });
     parts.extensions.insert(Plaintext(Arc::new(request)));
     Ok((Request::from_parts(parts, Body::empty()), key))
+}
+
+/// The project and unsealed key behind `api_key`, from the cache or the database.
+async fn lookup_key(state: &AppState, api_key: &str) -> Result<CachedKey, ApiError> {
+    let now = Instant::now();
+    if let Some(hit) = state.keys.get(api_key, now) {
+        return Ok(hit);
+    }
+    let record = {
+        let mut conn = state.store.conn().await?;
+        projects::find_api_key(&mut conn, api_key).await?
+    }
+    .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?;
+    let secret = state.master.open_secret(&record.secret_enc).ok_or_else(|| {
+        tracing::error!(project_id = %record.project_id, "API secret cannot be decrypted with the master key");
+        plain(
+            ErrorSlug::ApiKeyInvalid,
+            "You do not have access to this API.",
+        )
+    })?;
+    let cached = CachedKey {
+        project_id: record.project_id,
+        active: record.project_status == "active",
+        key: Key::from_secret(secret.expose()),
+    };
+    state.keys.put(api_key, cached.clone(), now);
+    Ok(cached)
 }
 
 /// Says how far off the timestamp is, and names the likely unit mistake: a timestamp in
@@ -225,14 +289,25 @@ async fn check_timestamp(
     // Remembered until the timestamp itself leaves the window: after that the window
     // check refuses the copy, so the guard row is no longer needed.
     let expires_at = ts.saturating_add(window);
-    let mut conn = state.store.conn().await?;
-    if !replay::remember(&mut conn, api_key, path, ts, expires_at).await? {
-        return Err(plain(
+    match state.replay.admit(api_key, path, ts, expires_at).await? {
+        Admission::Fresh => Ok(()),
+        Admission::Duplicate => Err(plain(
             ErrorSlug::DuplicateRequest,
             "Duplicate request detected",
-        ));
+        )),
+        Admission::BeforeFence(fence) => Err(ApiError::new(
+            ErrorSlug::RequestTimestampOutOfWindow,
+            format!(
+                "Request timestamp {ts} is older than this server's restart fence {fence}: \
+                 requests signed before the restart are refused; sign again with a fresh \
+                 request_timestamp"
+            ),
+        )),
+        Admission::Full => Err(plain(
+            ErrorSlug::RateLimited,
+            "Too many requests in the replay window; retry shortly",
+        )),
     }
-    Ok(())
 }
 
 async fn seal_response(key: &Key, response: Response) -> Response {

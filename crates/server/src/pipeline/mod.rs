@@ -4,6 +4,7 @@
 mod envelope;
 mod extract;
 pub(crate) mod idempotency;
+pub(crate) mod key_cache;
 pub(crate) mod rate_limit;
 mod reply;
 mod request_id;

@@ -1,9 +1,8 @@
 use super::filters;
 use crate::flows::kyc;
-use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
+use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
 use crate::state::AppState;
 use axum::extract::State;
-use axum::Json;
 use issuing_domain::ids::new_id;
 use issuing_domain::kyc::{parse_kyc, KycState};
 use issuing_domain::time::{now_micros, to_rfc3339};
@@ -11,47 +10,27 @@ use issuing_domain::user::ExternalUserId;
 use issuing_store::cardholders::{self, CardholderFilter, CardholderRecord, SORT_KEYS};
 use issuing_store::users::{self, UserRecord};
 use issuing_store::StoreError;
-use issuing_wire::{ApiError, ErrorSlug, Page, PageRequest};
-use serde::{Deserialize, Serialize};
+use issuing_wire::api::{Cardholder, Page};
+use issuing_wire::{ApiError, ErrorSlug, PageRequest};
+use serde::Deserialize;
 use serde_json::Value;
 
-#[derive(Serialize)]
-pub(crate) struct Cardholder {
-    cardholder_id: String,
-    user_id: String,
-    external_user_id: String,
-    project_id: String,
-    subprovider_code: String,
-    /// Legacy name of `subprovider_code`.
-    subprovider_id: String,
-    product_code: Option<String>,
-    registration_status: String,
-    kyc_status: String,
-    kyc_level: String,
-    created_at: String,
-    updated_at: String,
-    registered_at: Option<String>,
-    activated_at: Option<String>,
-}
-
-impl From<CardholderRecord> for Cardholder {
-    fn from(c: CardholderRecord) -> Self {
-        Cardholder {
-            cardholder_id: c.id,
-            user_id: c.user_id,
-            external_user_id: c.external_user_id,
-            project_id: c.project_id,
-            subprovider_id: c.subprovider_code.clone(),
-            subprovider_code: c.subprovider_code,
-            product_code: c.product_code,
-            registration_status: c.registration_status,
-            kyc_status: c.kyc_status,
-            kyc_level: c.kyc_level,
-            created_at: to_rfc3339(c.created_at),
-            updated_at: to_rfc3339(c.updated_at),
-            registered_at: c.registered_at.map(to_rfc3339),
-            activated_at: c.activated_at.map(to_rfc3339),
-        }
+fn cardholder_view(c: CardholderRecord) -> Cardholder {
+    Cardholder {
+        cardholder_id: c.id,
+        user_id: c.user_id,
+        external_user_id: c.external_user_id,
+        project_id: c.project_id,
+        subprovider_id: c.subprovider_code.clone(),
+        subprovider_code: c.subprovider_code,
+        product_code: c.product_code,
+        registration_status: c.registration_status,
+        kyc_status: c.kyc_status,
+        kyc_level: c.kyc_level,
+        created_at: to_rfc3339(c.created_at),
+        updated_at: to_rfc3339(c.updated_at),
+        registered_at: c.registered_at.map(to_rfc3339),
+        activated_at: c.activated_at.map(to_rfc3339),
     }
 }
 
@@ -166,7 +145,7 @@ pub(crate) async fn create(
             other => other.into(),
         })?;
     tx.commit().await.map_err(StoreError::from)?;
-    Ok(reply(Cardholder::from(holder)))
+    Ok(reply(cardholder_view(holder)))
 }
 
 #[derive(Deserialize)]
@@ -207,14 +186,14 @@ pub(crate) async fn get(
             .into())
         }
     };
-    Ok(reply(Cardholder::from(holder.ok_or_else(not_found)?)))
+    Ok(reply(cardholder_view(holder.ok_or_else(not_found)?)))
 }
 
 pub(crate) async fn find(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> Result<Json<Page<Cardholder>>, HttpError> {
+) -> ApiResult<Page<Cardholder>> {
     let page = PageRequest::parse(&req, SORT_KEYS)?;
     let filter = CardholderFilter {
         cardholder_ids: filters::strings(&req, "cardholder_id", "cardholder_ids")?,
@@ -246,8 +225,8 @@ pub(crate) async fn find(
         &page,
     )
     .await?;
-    Ok(Json(Page::new(
-        items.into_iter().map(Cardholder::from).collect(),
+    Ok(reply(Page::new(
+        items.into_iter().map(cardholder_view).collect(),
         total,
         &page,
     )))

@@ -8,49 +8,26 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::Json;
 use issuing_domain::catalog::Product;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::cards::{self, CardFilter, CardRecord, SORT_KEYS};
 use issuing_store::{cardholders, ledger, Conn, StoreError};
-use issuing_wire::{Amount, ApiError, ErrorSlug, Page, PageRequest};
-use serde::{Deserialize, Serialize};
+use issuing_wire::api::{
+    Card, CardBalance, CardBalanceResponse, CardRef, CardStatusResponse, CardsFreeze, Limits, Page,
+    Pricing, ProductList,
+};
+use issuing_wire::{ApiError, ErrorSlug, PageRequest};
+use serde::Deserialize;
 use serde_json::json;
 
-#[derive(Serialize)]
-pub(crate) struct Balance {
-    currency: String,
-    available: Amount,
-    /// Authorised but not yet settled amounts.
-    pending: Amount,
-}
-
-#[derive(Serialize)]
-pub(crate) struct Card {
-    card_id: String,
-    user_id: String,
-    project_id: String,
-    external_user_id: String,
-    product_code: String,
-    status: String,
-    balance: Balance,
-    label: Option<String>,
-    created_at: String,
-    updated_at: String,
-    issued_at: Option<String>,
-    activated_at: Option<String>,
-    frozen_at: Option<String>,
-    closed_at: Option<String>,
-}
-
-async fn balance_of(conn: &mut Conn, card: &CardRecord) -> Result<Balance, StoreError> {
+async fn balance_of(conn: &mut Conn, card: &CardRecord) -> Result<CardBalance, StoreError> {
     // Held funds sit in the card's hold account, so the card account is what is left
     // to spend: available = balance − open holds.
     let (available, pending) = ledger::card_funds(conn, &card.project_id, &card.id).await?;
-    Ok(Balance {
+    Ok(CardBalance {
         currency: card.card_currency.to_ascii_lowercase(),
-        available,
-        pending,
+        available: available.into(),
+        pending: pending.into(),
     })
 }
 
@@ -74,29 +51,15 @@ async fn view(conn: &mut Conn, c: CardRecord) -> Result<Card, StoreError> {
     })
 }
 
-/// The card and the user it must belong to, as cards/get, balance, details name them.
-#[derive(Deserialize)]
-pub(crate) struct CardRef {
-    #[serde(default)]
-    card_id: Option<String>,
-    #[serde(default)]
-    external_user_id: Option<String>,
-}
-
 async fn load(
     state: &AppState,
     caller: &Caller,
     r: &CardRef,
 ) -> Result<(CardRecord, impl std::ops::DerefMut<Target = Conn>), ApiError> {
-    let user = required_user(r.external_user_id.as_deref())?;
+    // An empty field counts as a missing one (the shared type reads both as "").
+    let user = required_user(Some(&r.external_user_id))?;
     let mut conn = state.store.conn().await?;
-    let card = card_for_user(
-        &mut conn,
-        &caller.project_id,
-        r.card_id.as_deref(),
-        Some(user),
-    )
-    .await?;
+    let card = card_for_user(&mut conn, &caller.project_id, Some(&r.card_id), Some(user)).await?;
     Ok((card, conn))
 }
 
@@ -113,15 +76,15 @@ pub(crate) async fn balance(
     State(state): State<AppState>,
     caller: Caller,
     Payload(r): Payload<CardRef>,
-) -> ApiResult<serde_json::Value> {
+) -> ApiResult<CardBalanceResponse> {
     let (card, mut conn) = load(&state, &caller, &r).await?;
     let b = balance_of(&mut conn, &card).await?;
-    Ok(reply(json!({
-        "card_id": card.id,
-        "currency": b.currency,
-        "available": b.available,
-        "pending": b.pending,
-    })))
+    Ok(reply(CardBalanceResponse {
+        card_id: card.id,
+        currency: b.currency,
+        available: b.available,
+        pending: b.pending,
+    }))
 }
 
 /// The sandbox provider's billing address for every card.
@@ -190,7 +153,7 @@ pub(crate) async fn find(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> Result<Json<Page<Card>>, HttpError> {
+) -> ApiResult<Page<Card>> {
     let page = PageRequest::parse(&req, SORT_KEYS)?;
     let filter = CardFilter {
         card_ids: filters::strings(&req, "card_id", "card_ids")?,
@@ -216,40 +179,42 @@ pub(crate) async fn find(
     for c in records {
         items.push(view(&mut conn, c).await?);
     }
-    Ok(Json(Page::new(items, total, &page)))
+    Ok(reply(Page::new(items, total, &page)))
 }
 
-#[derive(Serialize)]
-pub(crate) struct StatusReply {
-    card_id: String,
-    status: &'static str,
-}
-
-async fn change(state: AppState, caller: Caller, r: CardRef, c: Change) -> ApiResult<StatusReply> {
+async fn change(
+    state: AppState,
+    caller: Caller,
+    r: CardsFreeze,
+    c: Change,
+) -> ApiResult<CardStatusResponse> {
     let (card_id, status) = status::change(
         &state,
         &caller.project_id,
-        r.card_id.as_deref(),
+        Some(&r.card_id),
         r.external_user_id.as_deref(),
         c,
     )
     .await?;
-    Ok(reply(StatusReply { card_id, status }))
+    Ok(reply(CardStatusResponse {
+        card_id,
+        status: status.into(),
+    }))
 }
 
 pub(crate) async fn freeze(
     State(state): State<AppState>,
     caller: Caller,
-    Payload(r): Payload<CardRef>,
-) -> ApiResult<StatusReply> {
+    Payload(r): Payload<CardsFreeze>,
+) -> ApiResult<CardStatusResponse> {
     change(state, caller, r, Change::Freeze).await
 }
 
 pub(crate) async fn unfreeze(
     State(state): State<AppState>,
     caller: Caller,
-    Payload(r): Payload<CardRef>,
-) -> ApiResult<StatusReply> {
+    Payload(r): Payload<CardsFreeze>,
+) -> ApiResult<CardStatusResponse> {
     change(state, caller, r, Change::Unfreeze).await
 }
 
@@ -329,59 +294,45 @@ pub(crate) async fn close(
     .await
 }
 
-#[derive(Serialize)]
-struct ProductView {
-    product_code: String,
-    /// Legacy name of `product_code`.
-    product_id: String,
-    name: String,
-    subprovider_code: String,
-    active: bool,
-    card_currency: String,
-    pricing: serde_json::Value,
-    limits: serde_json::Value,
-}
-
-impl From<&Product> for ProductView {
-    fn from(p: &Product) -> Self {
-        let bps = p.pricing.topup_fee_bps;
-        ProductView {
-            product_code: p.code.clone(),
-            product_id: p.code.clone(),
-            name: p.name.clone(),
-            subprovider_code: p.subprovider_code.clone(),
-            active: p.active,
-            card_currency: p.card_currency.clone(),
-            pricing: json!({
-                "currency": "usdt",
-                "issue_fee": p.pricing.issue_fee,
-                "topup_fee_percent": format!("{}.{:02}", bps / 100, bps % 100),
-                "topup_fee_fixed": p.pricing.topup_fee_fixed,
-                "valid": p.pricing_problem.is_none(),
-            }),
-            limits: json!({
-                "currency": "usdt",
-                "topup_min": p.limits.topup_min,
-                "topup_max": p.limits.topup_max,
-                "valid": p.limits_problem.is_none(),
-            }),
-        }
+fn product_view(p: &Product) -> issuing_wire::api::Product {
+    let bps = p.pricing.topup_fee_bps;
+    issuing_wire::api::Product {
+        product_code: p.code.clone(),
+        product_id: p.code.clone(),
+        name: p.name.clone(),
+        subprovider_code: p.subprovider_code.clone(),
+        active: p.active,
+        card_currency: p.card_currency.clone(),
+        pricing: Pricing {
+            currency: "usdt".into(),
+            issue_fee: p.pricing.issue_fee.into(),
+            topup_fee_percent: format!("{}.{:02}", bps / 100, bps % 100).into(),
+            topup_fee_fixed: p.pricing.topup_fee_fixed.into(),
+            valid: p.pricing_problem.is_none(),
+        },
+        limits: Limits {
+            currency: "usdt".into(),
+            topup_min: p.limits.topup_min.into(),
+            topup_max: p.limits.topup_max.into(),
+            valid: p.limits_problem.is_none(),
+        },
     }
 }
 
 pub(crate) async fn products(
     State(state): State<AppState>,
     _caller: Caller,
-) -> Result<Json<serde_json::Value>, HttpError> {
-    let items: Vec<ProductView> = state
+) -> ApiResult<ProductList> {
+    let items: Vec<_> = state
         .catalog()
         .products()
         .iter()
-        .map(ProductView::from)
+        .map(product_view)
         .collect();
-    Ok(Json(
-        json!({ "success": true, "items": items, "total": items.len() }),
-    ))
+    Ok(reply(ProductList {
+        total: items.len() as u64,
+        items,
+    }))
 }
 
 /// cards/txs: the card's transactions in the `card_transaction` webhook shape, newest
@@ -390,7 +341,7 @@ pub(crate) async fn txs(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(raw): RawRequest,
-) -> Result<Json<Page<serde_json::Value>>, HttpError> {
+) -> ApiResult<Page<serde_json::Value>> {
     let r = CardRef::deserialize(raw.as_ref())
         .map_err(|e| ApiError::validation(format!("invalid request: {e}")))?;
     let page = PageRequest::parse(&raw, &["created_at"])?;
@@ -419,5 +370,5 @@ pub(crate) async fn txs(
         .iter()
         .map(|t| crate::network::view::item(t, &card))
         .collect();
-    Ok(Json(Page::new(items, total, &page)))
+    Ok(reply(Page::new(items, total, &page)))
 }

@@ -8,6 +8,7 @@ pub(crate) mod orders;
 mod project;
 mod ready;
 mod simulate;
+mod simulate_deposit;
 mod system;
 mod threeds;
 mod users;
@@ -117,6 +118,7 @@ fn simulate_routes() -> Router<AppState> {
         .route("/simulate/cards/reversal", post(simulate::reversal))
         .route("/simulate/cards/refund", post(simulate::refund))
         .route("/simulate/cards/3ds", post(threeds::simulate))
+        .route("/simulate/project/deposit", post(simulate_deposit::deposit))
 }
 
 /// Every endpoint is POST (spec: Endpoints).

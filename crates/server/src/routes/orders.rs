@@ -5,51 +5,25 @@ use crate::state::AppState;
 use axum::extract::State;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::orders::{self, OrderRecord};
+use issuing_wire::api::{Order, OrdersCheck};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// The unified order schema. Optional fields are absent when they do not apply.
+/// The unified order schema (`issuing_wire::api::Order`) built from a record; a
+/// newtype so the conversion can live here, beside the flows that answer orders.
 #[derive(Debug, Serialize)]
-pub(crate) struct OrderView {
-    order_id: String,
-    order_type: String,
-    status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    card_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    balance_before: Option<Amount>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    balance_after: Option<Amount>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error_slug: Option<String>,
-    data: serde_json::Value,
-    created_at: String,
-    updated_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    completed_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    issue_status: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    is_issued: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider_card_status: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    topup_status: Option<String>,
-}
+#[serde(transparent)]
+pub(crate) struct OrderView(pub(crate) Order);
 
 impl From<OrderRecord> for OrderView {
     fn from(o: OrderRecord) -> Self {
-        OrderView {
+        OrderView(Order {
             order_id: o.id,
             order_type: o.order_type,
             status: o.status,
             card_id: o.card_id,
-            balance_before: o.balance_before.map(Amount::from_micros),
-            balance_after: o.balance_after.map(Amount::from_micros),
+            balance_before: o.balance_before.map(|m| Amount::from_micros(m).into()),
+            balance_after: o.balance_after.map(|m| Amount::from_micros(m).into()),
             last_error: o.last_error,
             last_error_slug: o.last_error_slug,
             data: o.data,
@@ -61,28 +35,21 @@ impl From<OrderRecord> for OrderView {
             is_issued: o.is_issued,
             provider_card_status: o.provider_card_status,
             topup_status: o.topup_status,
-        }
+        })
     }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct CheckRequest {
-    #[serde(default)]
-    order_id: Option<String>,
 }
 
 pub(crate) async fn check(
     State(state): State<AppState>,
     caller: Caller,
-    Payload(req): Payload<CheckRequest>,
-) -> ApiResult<OrderView> {
-    let order_id = req
-        .order_id
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| ApiError::validation("order_id is required"))?;
+    Payload(req): Payload<OrdersCheck>,
+) -> ApiResult<Order> {
+    if req.order_id.trim().is_empty() {
+        return Err(ApiError::validation("order_id is required").into());
+    }
     let mut conn = state.store.conn().await?;
-    let order = orders::get(&mut conn, &caller.project_id, &order_id)
+    let order = orders::get(&mut conn, &caller.project_id, &req.order_id)
         .await?
         .ok_or_else(|| ApiError::new(ErrorSlug::OrderNotFound, "Order not found"))?;
-    Ok(reply(OrderView::from(order)))
+    Ok(reply(OrderView::from(order).0))
 }

@@ -5,17 +5,13 @@ use axum::extract::State;
 use issuing_domain::ledger::AccountKind;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::ledger::{self, HistoryFilter, MasterEntry, HISTORY_SORT_KEYS};
-use issuing_store::projects;
-use issuing_wire::{Amount, ApiError, ErrorSlug, Page, PageRequest};
-use serde::Serialize;
+use issuing_wire::api::{Page, ProjectBalance, ProjectTx, Wallet};
+use issuing_wire::{ApiError, ErrorSlug, PageRequest};
 
-#[derive(Serialize)]
-pub(crate) struct Balance {
-    available: Amount,
-    currency: &'static str,
-}
-
-pub(crate) async fn balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Balance> {
+pub(crate) async fn balance(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<ProjectBalance> {
     let mut conn = state.store.conn().await?;
     let available = ledger::project_balance(&mut conn, &caller.project_id, AccountKind::Master)
         .await
@@ -25,25 +21,19 @@ pub(crate) async fn balance(State(state): State<AppState>, caller: Caller) -> Ap
             }
             other => other.into(),
         })?;
-    Ok(reply(Balance {
-        available,
-        currency: ledger::CURRENCY,
+    Ok(reply(ProjectBalance {
+        available: available.into(),
+        currency: ledger::CURRENCY.into(),
     }))
-}
-
-#[derive(Serialize)]
-pub(crate) struct Wallet {
-    usdt_trc20: String,
 }
 
 pub(crate) async fn wallet_trc20(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Wallet> {
-    let mut conn = state.store.conn().await?;
-    let address = projects::get(&mut conn, &caller.project_id)
+    // The derived address; none without a deposit key (production without an xpub).
+    let address = crate::deposits::wallet_address(&state, &caller.project_id)
         .await?
-        .and_then(|p| p.deposit_address)
         .ok_or_else(|| ApiError::new(ErrorSlug::WalletNotFound, "Wallet not found"))?;
     Ok(reply(Wallet {
         usdt_trc20: address,
@@ -51,35 +41,18 @@ pub(crate) async fn wallet_trc20(
 }
 
 /// One master-account movement. `amount` is signed: credits positive, debits negative.
-#[derive(Serialize)]
-pub(crate) struct Tx {
-    id: String,
-    #[serde(rename = "type")]
-    kind: String,
-    amount: Amount,
-    balance_after: Amount,
-    currency: &'static str,
-    transfer_id: String,
-    order_id: Option<String>,
-    card_id: Option<String>,
-    reference: Option<String>,
-    created_at: String,
-}
-
-impl From<MasterEntry> for Tx {
-    fn from(e: MasterEntry) -> Self {
-        Tx {
-            id: e.entry_id.to_string(),
-            kind: e.kind,
-            amount: e.amount,
-            balance_after: e.balance_after,
-            currency: ledger::CURRENCY,
-            transfer_id: e.transfer_id,
-            order_id: e.order_id,
-            card_id: e.card_id,
-            reference: e.reference,
-            created_at: to_rfc3339(e.created_at),
-        }
+fn tx_view(e: MasterEntry) -> ProjectTx {
+    ProjectTx {
+        id: e.entry_id.to_string(),
+        kind: e.kind,
+        amount: e.amount.into(),
+        balance_after: e.balance_after.into(),
+        currency: ledger::CURRENCY.into(),
+        transfer_id: e.transfer_id,
+        order_id: e.order_id,
+        card_id: e.card_id,
+        reference: e.reference,
+        created_at: to_rfc3339(e.created_at),
     }
 }
 
@@ -87,7 +60,7 @@ pub(crate) async fn txs(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> Result<axum::Json<Page<Tx>>, crate::pipeline::HttpError> {
+) -> ApiResult<Page<ProjectTx>> {
     let page = PageRequest::parse(&req, HISTORY_SORT_KEYS)?;
     let filter = HistoryFilter {
         kinds: filters::strings(&req, "type", "types")?,
@@ -105,8 +78,8 @@ pub(crate) async fn txs(
         &page,
     )
     .await?;
-    Ok(axum::Json(Page::new(
-        items.into_iter().map(Tx::from).collect(),
+    Ok(reply(Page::new(
+        items.into_iter().map(tx_view).collect(),
         total,
         &page,
     )))

@@ -1,23 +1,15 @@
 use crate::pipeline::{reply, ApiResult};
 use issuing_domain::time::now_micros;
-use serde::Serialize;
-
-#[derive(Serialize)]
-pub(crate) struct Health {
-    status: &'static str,
-}
+use issuing_wire::api::{Health, ServerTime};
 
 pub(crate) async fn health() -> ApiResult<Health> {
-    Ok(reply(Health { status: "ok" }))
+    Ok(reply(Health {
+        status: "ok".into(),
+    }))
 }
 
-#[derive(Serialize)]
-pub(crate) struct Time {
-    timestamp: i64,
-}
-
-pub(crate) async fn time() -> ApiResult<Time> {
-    Ok(reply(Time {
+pub(crate) async fn time() -> ApiResult<ServerTime> {
+    Ok(reply(ServerTime {
         timestamp: now_micros(),
     }))
 }

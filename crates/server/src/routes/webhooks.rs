@@ -2,12 +2,11 @@
 //! beyond the spec: wh/deliveries and wh/redeliver.
 
 use super::filters;
-use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
+use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
 use crate::state::AppState;
 use crate::webhooks::guard;
 use crate::Mode;
 use axum::extract::State;
-use axum::Json;
 use issuing_domain::ids::new_id;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::webhooks::{
@@ -16,51 +15,26 @@ use issuing_domain::webhooks::{
 use issuing_store::deliveries::{self, DeliveryFilter, DeliveryRecord};
 use issuing_store::subscriptions::{self, SubscriptionRecord};
 use issuing_store::wakeup::{announce, Queue};
-use issuing_wire::{ApiError, ErrorSlug, Page, PageRequest};
-use serde::{Deserialize, Serialize};
+use issuing_wire::api::{
+    Delivery, Page, RedeliverResponse, Subscription, WhSubscribe, WhUnsubscribe,
+};
+use issuing_wire::{ApiError, ErrorSlug, PageRequest};
 
 /// Failed deliveries queued again by one wh/redeliver call with `since`; a larger
 /// backlog is queued by calling again.
 const REDELIVER_BATCH: i64 = 1000;
 
-#[derive(Debug, Serialize)]
-pub(crate) struct SubscriptionView {
-    id: String,
-    title: String,
-    url: String,
-    active: bool,
-    created_at: String,
-    /// Beyond the spec: the event types it receives; empty means all.
-    event_types: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deactivated_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deactivated_reason: Option<String>,
-}
-
-impl From<SubscriptionRecord> for SubscriptionView {
-    fn from(s: SubscriptionRecord) -> Self {
-        SubscriptionView {
-            id: s.id,
-            title: s.title,
-            url: s.url,
-            active: s.active,
-            created_at: to_rfc3339(s.created_at),
-            event_types: s.event_types,
-            deactivated_at: s.deactivated_at.map(to_rfc3339),
-            deactivated_reason: s.deactivated_reason,
-        }
+fn subscription_view(s: SubscriptionRecord) -> Subscription {
+    Subscription {
+        id: s.id,
+        title: s.title,
+        url: s.url,
+        active: s.active,
+        created_at: to_rfc3339(s.created_at),
+        event_types: s.event_types,
+        deactivated_at: s.deactivated_at.map(to_rfc3339),
+        deactivated_reason: s.deactivated_reason,
     }
-}
-
-#[derive(Deserialize)]
-pub(crate) struct SubscribeRequest {
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    event_types: Option<Vec<String>>,
 }
 
 fn title(raw: Option<String>) -> Result<String, ApiError> {
@@ -81,11 +55,11 @@ fn title(raw: Option<String>) -> Result<String, ApiError> {
 pub(crate) async fn subscribe(
     State(state): State<AppState>,
     caller: Caller,
-    Payload(req): Payload<SubscribeRequest>,
-) -> ApiResult<SubscriptionView> {
-    let url = WebhookUrl::parse(req.url.as_deref().unwrap_or(""))?;
+    Payload(req): Payload<WhSubscribe>,
+) -> ApiResult<Subscription> {
+    let url = WebhookUrl::parse(&req.url)?;
     let title = title(req.title)?;
-    let event_types = parse_event_types(&req.event_types.unwrap_or_default())?;
+    let event_types = parse_event_types(&req.event_types)?;
     if state.config.mode == Mode::Production {
         guard::check_subscription(&url).await?;
     }
@@ -113,13 +87,7 @@ pub(crate) async fn subscribe(
     }
     subscriptions::insert(&mut tx, &record).await?;
     tx.commit().await.map_err(issuing_store::StoreError::from)?;
-    Ok(reply(SubscriptionView::from(record)))
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ById {
-    #[serde(default)]
-    id: Option<String>,
+    Ok(reply(subscription_view(record)))
 }
 
 fn not_found() -> ApiError {
@@ -129,12 +97,12 @@ fn not_found() -> ApiError {
 pub(crate) async fn unsubscribe(
     State(state): State<AppState>,
     caller: Caller,
-    Payload(req): Payload<ById>,
-) -> ApiResult<SubscriptionView> {
-    let id = req
-        .id
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| ApiError::validation("id is required"))?;
+    Payload(req): Payload<WhUnsubscribe>,
+) -> ApiResult<Subscription> {
+    let id = req.id;
+    if id.trim().is_empty() {
+        return Err(ApiError::validation("id is required").into());
+    }
     let mut tx = state.store.begin().await?;
     if subscriptions::get(&mut tx, &caller.project_id, &id)
         .await?
@@ -154,64 +122,42 @@ pub(crate) async fn unsubscribe(
         .await?
         .ok_or_else(not_found)?;
     tx.commit().await.map_err(issuing_store::StoreError::from)?;
-    Ok(reply(SubscriptionView::from(record)))
+    Ok(reply(subscription_view(record)))
 }
 
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> Result<Json<Page<SubscriptionView>>, HttpError> {
+) -> ApiResult<Page<Subscription>> {
     let page = PageRequest::parse(&req, subscriptions::SORT_KEYS)?;
     let mut conn = state.store.conn().await?;
     let (items, total) =
         subscriptions::find(&mut conn, state.store.backend(), &caller.project_id, &page).await?;
-    Ok(Json(Page::new(
-        items.into_iter().map(SubscriptionView::from).collect(),
+    Ok(reply(Page::new(
+        items.into_iter().map(subscription_view).collect(),
         total,
         &page,
     )))
 }
 
-#[derive(Debug, Serialize)]
-pub(crate) struct DeliveryView {
-    delivery_id: String,
-    subscription_id: String,
-    event_id: String,
-    event_type: String,
-    state: String,
-    attempts: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_status: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_attempt_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_attempt_at: Option<String>,
-    created_at: String,
-    updated_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    completed_at: Option<String>,
-}
-
-impl From<DeliveryRecord> for DeliveryView {
-    fn from(d: DeliveryRecord) -> Self {
-        DeliveryView {
-            delivery_id: d.id,
-            subscription_id: d.subscription_id,
-            event_id: d.event_id,
-            event_type: d.event_type,
-            state: d.state,
-            attempts: d.attempts,
-            last_status: d.last_status,
-            last_error: d.last_error,
-            last_attempt_at: d.last_attempt_at.map(to_rfc3339),
-            next_attempt_at: d.next_attempt_at.map(to_rfc3339),
-            created_at: to_rfc3339(d.created_at),
-            updated_at: to_rfc3339(d.updated_at),
-            completed_at: d.completed_at.map(to_rfc3339),
-        }
+fn delivery_view(d: DeliveryRecord) -> Delivery {
+    Delivery {
+        delivery_id: d.id,
+        subscription_id: d.subscription_id,
+        event_id: d.event_id,
+        event_type: d.event_type,
+        state: d.state,
+        // Attempts are bounded by the retry schedule and statuses are HTTP statuses, so
+        // both fit; a value that did not would be a bug, shown as 0 / left out.
+        attempts: u32::try_from(d.attempts).unwrap_or(0),
+        last_status: d.last_status.and_then(|s| u16::try_from(s).ok()),
+        last_error: d.last_error,
+        last_attempt_at: d.last_attempt_at.map(to_rfc3339),
+        next_attempt_at: d.next_attempt_at.map(to_rfc3339),
+        created_at: to_rfc3339(d.created_at),
+        updated_at: to_rfc3339(d.updated_at),
+        completed_at: d.completed_at.map(to_rfc3339),
     }
 }
 
@@ -219,7 +165,7 @@ pub(crate) async fn deliveries(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> Result<Json<Page<DeliveryView>>, HttpError> {
+) -> ApiResult<Page<Delivery>> {
     let page = PageRequest::parse(&req, deliveries::SORT_KEYS)?;
     let states = filters::strings(&req, "state", "states")?;
     if let Some(bad) = states
@@ -247,27 +193,18 @@ pub(crate) async fn deliveries(
         &page,
     )
     .await?;
-    Ok(Json(Page::new(
-        items.into_iter().map(DeliveryView::from).collect(),
+    Ok(reply(Page::new(
+        items.into_iter().map(delivery_view).collect(),
         total,
         &page,
     )))
-}
-
-#[derive(Serialize)]
-pub(crate) struct Redelivered {
-    queued: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    delivery: Option<DeliveryView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch_limit: Option<i64>,
 }
 
 pub(crate) async fn redeliver(
     State(state): State<AppState>,
     caller: Caller,
     RawRequest(req): RawRequest,
-) -> ApiResult<Redelivered> {
+) -> ApiResult<RedeliverResponse> {
     let delivery_id = match req.get("delivery_id") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
@@ -298,9 +235,9 @@ pub(crate) async fn redeliver(
             let d = deliveries::get(&mut tx, &caller.project_id, &id)
                 .await?
                 .ok_or_else(ApiError::internal)?;
-            Redelivered {
+            RedeliverResponse {
                 queued: 1,
-                delivery: Some(d.into()),
+                delivery: Some(delivery_view(d)),
                 batch_limit: None,
             }
         }
@@ -314,10 +251,10 @@ pub(crate) async fn redeliver(
                 now,
             )
             .await?;
-            Redelivered {
+            RedeliverResponse {
                 queued,
                 delivery: None,
-                batch_limit: Some(REDELIVER_BATCH),
+                batch_limit: Some(REDELIVER_BATCH.unsigned_abs()),
             }
         }
         _ => {

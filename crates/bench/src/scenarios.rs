@@ -1,0 +1,367 @@
+//! The scenarios, in the order they run. Each leaves behind what the next needs: users
+//! for cardholders, cardholders for cards, active cards for top-ups and authorizations.
+
+use crate::load::{self, Outcome};
+use crate::receiver::Receiver;
+use issuing_client::Client;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const NAMES: &[&str] = &[
+    "health",
+    "system/health",
+    "project/balance",
+    "users/find",
+    "users/create",
+    "cardholders/create",
+    "cards/create",
+    "cards/topup",
+    "simulate/cards/auth",
+    "webhooks",
+];
+
+/// Cards that top-ups and authorizations spread over.
+pub const HOT_CARDS: usize = 64;
+/// Longest wait for orders to finish or webhooks to arrive after a scenario.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub struct Ctx {
+    pub client: Client,
+    pub plain: reqwest::Client,
+    pub base_url: String,
+    pub concurrency: usize,
+    pub scale: f64,
+    /// Active cards, filled by `cards/create`.
+    pub cards: Vec<String>,
+}
+
+pub struct Row {
+    pub name: String,
+    pub outcome: Outcome,
+    pub note: String,
+}
+
+impl Ctx {
+    fn count(&self, base: usize) -> usize {
+        ((base as f64 * self.scale).round() as usize).max(1)
+    }
+
+    pub async fn run(&mut self, name: &str) -> anyhow::Result<Row> {
+        let (outcome, note) = match name {
+            "health" => (self.health().await, String::new()),
+            "system/health" => (
+                self.read("system/health", 20_000, json!({})).await,
+                String::new(),
+            ),
+            "project/balance" => (
+                self.read("project/balance", 20_000, json!({})).await,
+                String::new(),
+            ),
+            "users/find" => {
+                call(
+                    &self.client,
+                    "users/create",
+                    json!({"external_user_id": "bench-find"}),
+                )
+                .await
+                .ok();
+                let body = json!({"external_user_ids": ["bench-find"]});
+                (self.read("users/find", 10_000, body).await, String::new())
+            }
+            "users/create" => (self.users_create().await, String::new()),
+            "cardholders/create" => (self.cardholders_create().await, String::new()),
+            "cards/create" => self.cards_create().await?,
+            "cards/topup" => self.topup().await?,
+            "simulate/cards/auth" => (self.auth(20_000, None).await, String::new()),
+            "webhooks" => self.webhooks().await?,
+            other => anyhow::bail!("unknown scenario {other}; known: {}", NAMES.join(", ")),
+        };
+        Ok(Row {
+            name: name.to_owned(),
+            outcome,
+            note,
+        })
+    }
+
+    async fn health(&self) -> Outcome {
+        let http = self.plain.clone();
+        let url = format!("{}/health", self.base_url);
+        load::run(self.count(100_000), self.concurrency, move |_| {
+            let (http, url) = (http.clone(), url.clone());
+            async move {
+                let r = http.get(&url).send().await.map_err(|e| e.to_string())?;
+                let ok = r.status().is_success();
+                r.bytes().await.map_err(|e| e.to_string())?;
+                ok.then_some(()).ok_or_else(|| "not 200".to_owned())
+            }
+        })
+        .await
+    }
+
+    async fn read(&self, path: &'static str, n: usize, body: Value) -> Outcome {
+        let client = self.client.clone();
+        load::run(self.count(n), self.concurrency, move |_| {
+            let (client, body) = (client.clone(), body.clone());
+            async move { call(&client, path, body).await.map(drop) }
+        })
+        .await
+    }
+
+    fn users(&self) -> usize {
+        self.count(10_000)
+    }
+
+    fn cardholders(&self) -> usize {
+        self.count(3_000).min(self.users())
+    }
+
+    async fn users_create(&self) -> Outcome {
+        let client = self.client.clone();
+        load::run(self.users(), self.concurrency, move |i| {
+            let client = client.clone();
+            async move {
+                let body = json!({"external_user_id": format!("bench-u-{i}")});
+                call(&client, "users/create", body).await.map(drop)
+            }
+        })
+        .await
+    }
+
+    async fn cardholders_create(&self) -> Outcome {
+        let client = self.client.clone();
+        load::run(self.cardholders(), self.concurrency, move |i| {
+            let client = client.clone();
+            async move {
+                let body = json!({
+                    "external_user_id": format!("bench-u-{i}"),
+                    "subprovider_code": "sandbox",
+                    "kyc_data": {
+                        "first_name": "Ada", "last_name": "Lovelace", "birth_date": "1990-12-10",
+                        "email": "ada@example.com", "phone_number_full": "+447700900123",
+                        "country_iso": "GB"
+                    }
+                });
+                call(&client, "cardholders/create", body).await.map(drop)
+            }
+        })
+        .await
+    }
+
+    async fn cards_create(&mut self) -> anyhow::Result<(Outcome, String)> {
+        let client = self.client.clone();
+        let holders = self.cardholders();
+        let orders = Arc::new(Mutex::new(Vec::new()));
+        let sink = orders.clone();
+        let outcome = load::run(self.count(2_000), self.concurrency, move |i| {
+            let (client, sink) = (client.clone(), sink.clone());
+            async move {
+                let body = json!({
+                    "external_user_id": format!("bench-u-{}", i % holders),
+                    "product_code": "virtual_usd",
+                    "idempotency_key": format!("bench-card-{i}"),
+                });
+                let v = call(&client, "cards/create", body).await?;
+                let order = v["order"]["order_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let card = v["card_id"].as_str().unwrap_or_default().to_owned();
+                lock(&sink).push((order, card));
+                Ok(())
+            }
+        })
+        .await;
+        let created = std::mem::take(&mut *lock(&orders));
+        let started = Instant::now();
+        let done = self
+            .drain_orders(created.iter().map(|(o, _)| o.clone()).collect())
+            .await;
+        self.cards = created
+            .into_iter()
+            .filter(|(o, _)| done.get(o).map(String::as_str) == Some("completed"))
+            .map(|(_, c)| c)
+            .take(HOT_CARDS)
+            .collect();
+        let note = drain_note(&outcome, &done, started.elapsed());
+        Ok((outcome, note))
+    }
+
+    async fn topup(&self) -> anyhow::Result<(Outcome, String)> {
+        anyhow::ensure!(
+            !self.cards.is_empty(),
+            "cards/topup needs the cards/create scenario"
+        );
+        let client = self.client.clone();
+        let cards = Arc::new(self.cards.clone());
+        let orders = Arc::new(Mutex::new(Vec::new()));
+        let sink = orders.clone();
+        let outcome = load::run(self.count(10_000), self.concurrency, move |i| {
+            let (client, cards, sink) = (client.clone(), cards.clone(), sink.clone());
+            async move {
+                let body = json!({
+                    "card_id": cards[i % cards.len()],
+                    "amount": "10",
+                    "idempotency_key": format!("bench-topup-{i}"),
+                });
+                let v = call(&client, "cards/topup", body).await?;
+                lock(&sink).push(v["order_id"].as_str().unwrap_or_default().to_owned());
+                Ok(())
+            }
+        })
+        .await;
+        let ids = std::mem::take(&mut *lock(&orders));
+        let started = Instant::now();
+        let done = self.drain_orders(ids).await;
+        Ok((
+            outcome.clone(),
+            drain_note(&outcome, &done, started.elapsed()),
+        ))
+    }
+
+    /// `n` authorizations of 0.01 spread over the hot cards; with `sent`, records when
+    /// each approved transaction's answer arrived.
+    async fn auth(&self, n: usize, sent: Option<Arc<Mutex<HashMap<String, Instant>>>>) -> Outcome {
+        let client = self.client.clone();
+        let cards = Arc::new(self.cards.clone());
+        load::run(self.count(n), self.concurrency, move |i| {
+            let (client, cards, sent) = (client.clone(), cards.clone(), sent.clone());
+            async move {
+                if cards.is_empty() {
+                    return Err("needs the cards/create scenario".to_owned());
+                }
+                let body = json!({
+                    "card_id": cards[i % cards.len()],
+                    "transactionAmount": "0.01",
+                    "merchant": {"name": "Bench Shop", "mcc": "5814", "country": "US"},
+                });
+                let v = call(&client, "simulate/cards/auth", body).await?;
+                if v["transaction"]["card_tx_data"]["status"] != "pending" {
+                    return Err(format!(
+                        "not approved: {}",
+                        v["transaction"]["card_tx_data"]
+                    ));
+                }
+                if let (Some(sent), Some(id)) = (sent, v["transactionId"].as_str()) {
+                    lock(&sent).insert(id.to_owned(), Instant::now());
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    /// Deliveries of `card_transaction` events to one local receiver, while the events
+    /// are being produced: rate over first request → last arrival, latency = answer →
+    /// arrival of each transaction's webhook.
+    async fn webhooks(&self) -> anyhow::Result<(Outcome, String)> {
+        let receiver = Receiver::start(self.client.clone()).await?;
+        let sub = call(
+            &self.client,
+            "wh/subscribe",
+            json!({"url": receiver.url, "title": "bench", "event_types": ["card_transaction"]}),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        let sent = Arc::new(Mutex::new(HashMap::new()));
+        let started = Instant::now();
+        let produced = self.auth(5_000, Some(sent.clone())).await;
+        let sent = std::mem::take(&mut *lock(&sent));
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while receiver.counts().0 < sent.len() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut lags = Vec::with_capacity(sent.len());
+        let mut last = started;
+        let mut missing = 0usize;
+        for (id, answered) in &sent {
+            match receiver.arrival(id) {
+                Some(at) => {
+                    lags.push(at.saturating_duration_since(*answered));
+                    last = last.max(at);
+                }
+                None => missing += 1,
+            }
+        }
+        lags.sort_unstable();
+        let _ = call(&self.client, "wh/unsubscribe", json!({"id": sub["id"]})).await;
+        let (deliveries, unreadable) = receiver.counts();
+        let outcome = Outcome {
+            requests: lags.len(),
+            errors: missing + unreadable,
+            elapsed: last.saturating_duration_since(started),
+            latencies: lags,
+            first_error: (missing > 0).then(|| format!("{missing} events not delivered in time")),
+        };
+        let note = format!(
+            "{deliveries} deliveries; producing the events alone: {:.0} auth/s; latency = auth answer → webhook arrival",
+            produced.per_second()
+        );
+        Ok((outcome, note))
+    }
+
+    /// Polls every order until it is completed or failed; returns each one's final status.
+    async fn drain_orders(&self, ids: Vec<String>) -> HashMap<String, String> {
+        let client = self.client.clone();
+        let ids = Arc::new(ids);
+        let done = Arc::new(Mutex::new(HashMap::new()));
+        let sink = done.clone();
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        let list = ids.clone();
+        load::run(ids.len(), self.concurrency, move |i| {
+            let (client, list, sink) = (client.clone(), list.clone(), sink.clone());
+            async move {
+                while Instant::now() < deadline {
+                    let v = call(&client, "orders/check", json!({"order_id": list[i]})).await?;
+                    let status = v["status"].as_str().unwrap_or_default();
+                    if status == "completed" || status == "failed" {
+                        lock(&sink).insert(list[i].clone(), status.to_owned());
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err("order did not finish".to_owned())
+            }
+        })
+        .await;
+        let done = std::mem::take(&mut *lock(&done));
+        done
+    }
+}
+
+fn drain_note(outcome: &Outcome, done: &HashMap<String, String>, drain: Duration) -> String {
+    let completed = done.values().filter(|s| *s == "completed").count();
+    let total = outcome.elapsed + drain;
+    format!(
+        "{completed}/{} orders completed, the last {:.1} s after the last request ({:.0} orders/s end to end)",
+        outcome.requests - outcome.errors,
+        drain.as_secs_f64(),
+        completed as f64 / total.as_secs_f64().max(1e-9)
+    )
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One sealed call; an answer that is not a success is an error naming its slug.
+pub async fn call(client: &Client, path: &str, body: Value) -> Result<Value, String> {
+    let answer = client
+        .request(path, body)
+        .await
+        .map_err(|e| e.to_string())?;
+    if answer.is_success() {
+        Ok(answer.body)
+    } else {
+        Err(format!(
+            "{path}: {} {}",
+            answer.status,
+            answer
+                .body
+                .get("error_slug")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        ))
+    }
+}

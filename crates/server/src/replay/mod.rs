@@ -1,0 +1,75 @@
+//! Replay protection: each (API key, path, request_timestamp) is accepted once while the
+//! timestamp is inside the window. Two implementations, chosen by backend:
+//! - SQLite (one server process per database, enforced by `issuing serve`'s lock file):
+//!   an in-memory set, bounded, with a durable ceiling so that a restart cannot accept a
+//!   copy of a request the previous process accepted (`memory.rs`).
+//! - PostgreSQL (several processes share the database): rows in `replay_guard`, inserted
+//!   for many concurrent requests in one statement (`batch.rs`), so the cross-process
+//!   guarantee costs one round trip per batch instead of one commit per request.
+
+mod batch;
+mod memory;
+
+use issuing_store::{Backend, Store, StoreError};
+use tokio::sync::watch;
+
+/// The guard's answer for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    Fresh,
+    Duplicate,
+    /// Signed before this process's fence: possibly a copy of a request accepted before
+    /// a restart. Carries the fence (microseconds).
+    BeforeFence(i64),
+    /// The in-memory guard is at its bound; the client should retry shortly.
+    Full,
+}
+
+#[derive(Clone)]
+pub(crate) enum ReplayGuard {
+    Memory(std::sync::Arc<memory::MemoryGuard>),
+    Database(batch::Batcher),
+}
+
+impl ReplayGuard {
+    /// Starts the guard's background tasks; they stop when `shutdown` flips.
+    pub async fn start(store: &Store, shutdown: watch::Receiver<bool>) -> Result<Self, StoreError> {
+        Ok(match store.backend() {
+            Backend::Sqlite => {
+                ReplayGuard::Memory(memory::MemoryGuard::start(store.clone(), shutdown).await?)
+            }
+            Backend::Postgres => {
+                ReplayGuard::Database(batch::Batcher::start(store.clone(), shutdown))
+            }
+        })
+    }
+
+    pub async fn admit(
+        &self,
+        api_key: &str,
+        path: &str,
+        request_timestamp: i64,
+        expires_at: i64,
+    ) -> Result<Admission, StoreError> {
+        match self {
+            ReplayGuard::Memory(g) => g.admit(api_key, path, request_timestamp, expires_at).await,
+            ReplayGuard::Database(b) => {
+                b.admit(issuing_store::replay::Entry {
+                    api_key: api_key.to_owned(),
+                    path: path.to_owned(),
+                    request_timestamp,
+                    expires_at,
+                })
+                .await
+            }
+        }
+    }
+
+    /// Forgets entries whose timestamps have left the window (memory guard only; the
+    /// cleanup worker purges the table).
+    pub fn purge(&self, now: i64) {
+        if let ReplayGuard::Memory(g) = self {
+            g.purge(now);
+        }
+    }
+}

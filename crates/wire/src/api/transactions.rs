@@ -1,0 +1,59 @@
+//! Card transactions: the items of `cards/txs` and the `transaction` of the simulations
+//! (the `card_transaction` webhook shape).
+
+use serde::{Deserialize, Serialize};
+
+/// A card transaction.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardTransaction {
+    /// Always `card_transaction`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub transaction_id: String,
+    pub tx_type: String,
+    pub card_id: String,
+    pub tx_at: String,
+    pub card_tx_data: CardTxData,
+}
+
+/// The transaction's state. Its amounts are JSON numbers on the wire (exact to the
+/// micro-unit), so they are `f64` here.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardTxData {
+    /// `authorization`, `force_post` or `refund`.
+    pub auth_type: String,
+    /// `pending`, `approved` or `declined`.
+    pub status: String,
+    /// `auth`, `reversal` or `refund`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub card_label: Option<String>,
+    #[serde(default)]
+    pub merchant: Merchant,
+    pub card_amount: f64,
+    pub card_currency: String,
+    pub merchant_amount: f64,
+    pub merchant_currency: String,
+    pub fee_amount: f64,
+    pub fee_currency: String,
+    #[serde(default)]
+    pub failure_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_transaction_id: Option<String>,
+}
+
+/// A merchant: on transactions, and in simulation requests (fields left out get the
+/// sandbox defaults).
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Merchant {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+}
