@@ -7,8 +7,12 @@
 mod common;
 
 use common::receiver::Receiver;
-use common::TestServer;
-use issuing_client::{CardRef, CardsTopup, WhSubscribe};
+use common::{api_error, TestServer};
+use issuing_client::{
+    CardRef, CardTransaction, CardholdersCreate, CardsClose, CardsFreeze, CardsTopup, CardsTxs,
+    ListQuery, Merchant, Page, Simulate3ds, SimulateAuth, SimulateClear, SimulateRefund,
+    SimulateReversal, SimulatedTransaction, WhSubscribe,
+};
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -49,7 +53,16 @@ impl TestServer {
             .unwrap();
     }
 
-    async fn auth(&self, card: &str, amount: Value) -> Value {
+    /// simulate/cards/auth of `amount` (a decimal string) on `card`.
+    async fn auth(&self, card: &str, amount: &str) -> SimulatedTransaction {
+        self.sdk()
+            .simulate_cards_auth(&auth(card, amount))
+            .await
+            .unwrap()
+    }
+
+    /// simulate/cards/auth with the amount as any JSON value (raw: numbers on purpose).
+    async fn auth_json(&self, card: &str, amount: Value) -> Value {
         self.ok(
             "simulate/cards/auth",
             json!({"card_id": card, "transactionAmount": amount}),
@@ -70,12 +83,84 @@ impl TestServer {
         )
     }
 
-    async fn txs(&self, user: &str, card: &str, extra: Value) -> Value {
-        let mut body = json!({"card_id": card, "external_user_id": user});
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
-        self.ok("cards/txs", body).await
+    /// cards/txs of the card, optionally of one `slug`, with paging.
+    async fn txs(
+        &self,
+        user: &str,
+        card: &str,
+        slug: Option<&str>,
+        page: ListQuery,
+    ) -> Page<CardTransaction> {
+        self.sdk()
+            .cards_txs(&txs_of(user, card, slug, page))
+            .await
+            .unwrap()
+    }
+}
+
+fn auth(card: &str, amount: &str) -> SimulateAuth {
+    SimulateAuth {
+        card_id: card.into(),
+        transaction_amount: amount.into(),
+        ..SimulateAuth::default()
+    }
+}
+
+/// simulate/cards/clear of `tx`, at `bill` (default: the hold).
+fn clear(tx: &str, bill: Option<&str>) -> SimulateClear {
+    SimulateClear {
+        transaction_id: Some(tx.into()),
+        bill_amount: bill.map(Into::into),
+        ..SimulateClear::default()
+    }
+}
+
+/// simulate/cards/reversal of `tx`, of `amount` (default: all of the hold).
+fn reversal(tx: &str, amount: Option<&str>) -> SimulateReversal {
+    SimulateReversal {
+        transaction_id: tx.into(),
+        amount: amount.map(Into::into),
+        ..SimulateReversal::default()
+    }
+}
+
+/// simulate/cards/refund of `tx`, of `amount` (default: what remains).
+fn refund(tx: &str, amount: Option<&str>) -> SimulateRefund {
+    SimulateRefund {
+        transaction_id: Some(tx.into()),
+        amount: amount.map(Into::into),
+        ..SimulateRefund::default()
+    }
+}
+
+fn txs_of(user: &str, card: &str, slug: Option<&str>, page: ListQuery) -> CardsTxs {
+    CardsTxs {
+        card_id: card.into(),
+        external_user_id: user.into(),
+        slug: slug.map(Into::into),
+        page,
+    }
+}
+
+fn limit(n: u32) -> ListQuery {
+    ListQuery {
+        limit: Some(n),
+        ..ListQuery::default()
+    }
+}
+
+fn of_user(card: &str, user: &str) -> CardsFreeze {
+    CardsFreeze {
+        card_id: card.into(),
+        external_user_id: Some(user.into()),
+    }
+}
+
+fn topup(card: &str, amount: &str) -> CardsTopup {
+    CardsTopup {
+        card_id: card.into(),
+        amount: amount.into(),
+        ..CardsTopup::default()
     }
 }
 
@@ -90,171 +175,148 @@ fn funds(a: &str, p: &str) -> (String, String) {
 both_backends!(
     the_transaction_lifecycle_moves_money_as_contract_9_says,
     |t: TestServer| async move {
+        let sdk = t.sdk();
         let rx = Receiver::start(&t.creds.api_secret).await;
         t.subscribe(&rx.url, &["card_transaction"]).await;
         let card = t.card_with("ada", 100).await;
         assert_eq!(t.funds("ada", &card).await, funds("100.00", "0.00"));
 
         // auth → pending, held.
-        let v = t
-        .ok(
-            "simulate/cards/auth",
-            json!({"card_id": card, "transactionAmount": "30", "merchant": {"name": "Coffee", "mcc": "5814", "country": "GB"}, "merchantCurrency": "gbp", "merchantAmount": "24.5"}),
-        )
-        .await;
-        let a1 = tx_id(&v);
-        let item = &v["transaction"];
-        assert_eq!(item["type"], "card_transaction");
-        assert_eq!(item["transaction_id"], json!(a1));
-        assert_eq!(item["tx_type"], "transaction_created_auth_pending");
-        assert_eq!(item["card_id"], json!(card));
-        assert!(item["tx_at"].as_str().unwrap().ends_with('Z'));
-        let d = &item["card_tx_data"];
-        assert_eq!(
-            (d["type"].as_str(), d["status"].as_str()),
-            (Some("auth"), Some("pending"))
-        );
-        assert_eq!(d["card_amount"], json!(30.0));
-        assert_eq!(d["merchant"]["name"], "Coffee");
-        assert_eq!(d["merchant"]["mcc"], "5814");
-        assert_eq!(d["merchant_currency"], "GBP");
-        assert_eq!(d["merchant_amount"], json!(24.5));
-        assert_eq!(d["card_currency"], "USD");
-        assert_eq!(d["fee_currency"], "usd");
-        assert_eq!(d["fee_amount"], json!(0.0));
-        assert_eq!(d["card_label"].as_str().unwrap().len(), 4);
-        assert!(d["failure_reason"].is_null());
+        let v = sdk
+            .simulate_cards_auth(&SimulateAuth {
+                merchant: Some(Merchant {
+                    name: Some("Coffee".into()),
+                    mcc: Some("5814".into()),
+                    country: Some("GB".into()),
+                }),
+                merchant_currency: Some("gbp".into()),
+                merchant_amount: Some("24.5".into()),
+                ..auth(&card, "30")
+            })
+            .await
+            .unwrap();
+        let a1 = v.transaction_id.clone();
+        let item = &v.transaction;
+        assert_eq!(item.kind, "card_transaction");
+        assert_eq!(item.transaction_id, a1);
+        assert_eq!(item.tx_type, "transaction_created_auth_pending");
+        assert_eq!(item.card_id, card);
+        assert!(item.tx_at.ends_with('Z'));
+        let d = &item.card_tx_data;
+        assert_eq!((d.kind.as_str(), d.status.as_str()), ("auth", "pending"));
+        assert_eq!(d.card_amount, 30.0);
+        assert_eq!(d.merchant.name.as_deref(), Some("Coffee"));
+        assert_eq!(d.merchant.mcc.as_deref(), Some("5814"));
+        assert_eq!(d.merchant_currency, "GBP");
+        assert_eq!(d.merchant_amount, 24.5);
+        assert_eq!(d.card_currency, "USD");
+        assert_eq!(d.fee_currency, "usd");
+        assert_eq!(d.fee_amount, 0.0);
+        assert_eq!(d.card_label.as_ref().unwrap().len(), 4);
+        assert!(d.failure_reason.is_none());
         assert_eq!(t.funds("ada", &card).await, funds("70.00", "30.00"));
-        let got = t
-            .ok(
-                "cards/get",
-                json!({"card_id": card, "external_user_id": "ada"}),
-            )
-            .await;
+        let got = sdk.cards_get(&CardRef::new(&card, "ada")).await.unwrap();
         assert_eq!(
-            (
-                got["balance"]["available"].as_str(),
-                got["balance"]["pending"].as_str()
-            ),
-            (Some("70.00"), Some("30.00"))
+            (got.balance.available.as_str(), got.balance.pending.as_str()),
+            ("70.00", "30.00")
         );
+        // Raw: the singular `card_id` filter name is the legacy form the server still reads.
         let found = t.ok("cards/find", json!({"card_id": card})).await;
         assert_eq!(found["items"][0]["balance"]["pending"], "30.00");
 
         // A withdraw cannot take held money.
-        let (s, v) = t.withdraw(&card, json!("71"), "w-held").await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (403, Some("insufficient_funds")),
-            "{v}"
+        api_error(
+            sdk.cards_withdraw(&topup(&card, "71"), "w-held").await,
+            403,
+            "insufficient_funds",
         );
 
         // clear at the held amount → approved; the hold is gone, the money spent.
-        let v = t
-            .ok("simulate/cards/clear", json!({"transactionId": a1}))
-            .await;
-        assert_eq!(
-            v["transaction"]["tx_type"],
-            "transaction_updated_auth_approved"
-        );
-        assert_eq!(v["transaction"]["card_tx_data"]["status"], "approved");
-        assert_eq!(v["transaction"]["card_tx_data"]["card_amount"], json!(30.0));
+        let v = sdk.simulate_cards_clear(&clear(&a1, None)).await.unwrap();
+        assert_eq!(v.transaction.tx_type, "transaction_updated_auth_approved");
+        assert_eq!(v.transaction.card_tx_data.status, "approved");
+        assert_eq!(v.transaction.card_tx_data.card_amount, 30.0);
         assert_eq!(t.funds("ada", &card).await, funds("70.00", "0.00"));
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": a1}),
+        api_error(
+            sdk.simulate_cards_clear(&clear(&a1, None)).await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
-        t.expect_error(
-            "simulate/cards/reversal",
-            json!({"transactionId": a1}),
+        );
+        api_error(
+            sdk.simulate_cards_reversal(&reversal(&a1, None)).await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
+        );
 
         // refunds: bounded by the cleared amount.
-        let v = t
-            .ok(
-                "simulate/cards/refund",
-                json!({"transactionId": a1, "amount": "10"}),
-            )
-            .await;
-        let r1 = &v["transaction"];
-        assert_eq!(r1["tx_type"], "transaction_created_refund_approved");
-        assert_eq!(r1["card_tx_data"]["type"], "refund");
-        assert_eq!(r1["card_tx_data"]["original_transaction_id"], json!(a1));
-        assert_eq!(r1["card_tx_data"]["card_amount"], json!(10.0));
-        assert_ne!(tx_id(&v), a1);
-        t.expect_error(
-            "simulate/cards/refund",
-            json!({"transactionId": a1, "amount": "20.01"}),
+        let v = sdk
+            .simulate_cards_refund(&refund(&a1, Some("10")))
+            .await
+            .unwrap();
+        let r1 = &v.transaction;
+        assert_eq!(r1.tx_type, "transaction_created_refund_approved");
+        assert_eq!(r1.card_tx_data.kind, "refund");
+        assert_eq!(
+            r1.card_tx_data.original_transaction_id.as_deref(),
+            Some(a1.as_str())
+        );
+        assert_eq!(r1.card_tx_data.card_amount, 10.0);
+        assert_ne!(v.transaction_id, a1);
+        api_error(
+            sdk.simulate_cards_refund(&refund(&a1, Some("20.01"))).await,
             400,
             "invalid_amount",
-        )
-        .await;
-        let v = t
-            .ok("simulate/cards/refund", json!({"transactionId": a1}))
-            .await;
+        );
+        let v = sdk.simulate_cards_refund(&refund(&a1, None)).await.unwrap();
         assert_eq!(
-            v["transaction"]["card_tx_data"]["card_amount"],
-            json!(20.0),
+            v.transaction.card_tx_data.card_amount, 20.0,
             "defaults to what remains"
         );
-        t.expect_error(
-            "simulate/cards/refund",
-            json!({"transactionId": a1}),
+        api_error(
+            sdk.simulate_cards_refund(&refund(&a1, None)).await,
             400,
             "invalid_amount",
-        )
-        .await;
-        t.expect_error(
-            "simulate/cards/refund",
-            json!({"transactionId": tx_id(&v)}),
+        );
+        api_error(
+            sdk.simulate_cards_refund(&refund(&v.transaction_id, None))
+                .await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
+        );
         assert_eq!(t.funds("ada", &card).await, funds("100.00", "0.00"));
 
-        // reversal → hold released.
-        let a2 = tx_id(&t.auth(&card, json!(20)).await);
-        t.expect_error(
-            "simulate/cards/refund",
-            json!({"transactionId": a2}),
+        // reversal → hold released. (Raw: a JSON number as the amount is accepted too.)
+        let a2 = tx_id(&t.auth_json(&card, json!(20)).await);
+        api_error(
+            sdk.simulate_cards_refund(&refund(&a2, None)).await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
-        let v = t
-            .ok("simulate/cards/reversal", json!({"transactionId": a2}))
-            .await;
+        );
+        let v = sdk
+            .simulate_cards_reversal(&reversal(&a2, None))
+            .await
+            .unwrap();
         assert_eq!(
-            v["transaction"]["tx_type"],
+            v.transaction.tx_type,
             "transaction_updated_reversal_approved"
         );
-        assert_eq!(v["transaction"]["card_tx_data"]["type"], "reversal");
-        assert_eq!(v["transaction"]["card_tx_data"]["card_amount"], json!(20.0));
+        assert_eq!(v.transaction.card_tx_data.kind, "reversal");
+        assert_eq!(v.transaction.card_tx_data.card_amount, 20.0);
         assert_eq!(t.funds("ada", &card).await, funds("100.00", "0.00"));
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": a2}),
+        api_error(
+            sdk.simulate_cards_clear(&clear(&a2, None)).await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
+        );
 
         // clear below the hold releases the rest; above it uses available funds.
-        let a3 = tx_id(&t.auth(&card, json!("10")).await);
-        t.ok(
-            "simulate/cards/clear",
-            json!({"transactionId": a3, "billAmount": "4"}),
-        )
-        .await;
+        let a3 = t.auth(&card, "10").await.transaction_id;
+        sdk.simulate_cards_clear(&clear(&a3, Some("4")))
+            .await
+            .unwrap();
         assert_eq!(t.funds("ada", &card).await, funds("96.00", "0.00"));
-        let a4 = tx_id(&t.auth(&card, json!("10")).await);
+        let a4 = t.auth(&card, "10").await.transaction_id;
+        // Raw: a JSON number as billAmount is accepted too.
         let v = t
             .ok(
                 "simulate/cards/clear",
@@ -264,66 +326,54 @@ both_backends!(
         assert_eq!(v["transaction"]["card_tx_data"]["card_amount"], json!(15.0));
         assert_eq!(t.funds("ada", &card).await, funds("81.00", "0.00"));
         // Beyond the card's funds: 403 and nothing changes.
-        let a5 = tx_id(&t.auth(&card, json!("10")).await);
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": a5, "billAmount": "91.01"}),
+        let a5 = t.auth(&card, "10").await.transaction_id;
+        api_error(
+            sdk.simulate_cards_clear(&clear(&a5, Some("91.01"))).await,
             403,
             "insufficient_funds",
-        )
-        .await;
+        );
         assert_eq!(t.funds("ada", &card).await, funds("71.00", "10.00"));
-        t.ok("simulate/cards/reversal", json!({"transactionId": a5}))
-            .await;
+        sdk.simulate_cards_reversal(&reversal(&a5, None))
+            .await
+            .unwrap();
 
         // declined: insufficient funds, then a frozen card.
-        let v = t.auth(&card, json!("81.01")).await;
+        let v = t.auth(&card, "81.01").await;
+        assert_eq!(v.transaction.tx_type, "transaction_created_auth_declined");
         assert_eq!(
-            v["transaction"]["tx_type"],
-            "transaction_created_auth_declined"
-        );
-        assert_eq!(
-            v["transaction"]["card_tx_data"]["failure_reason"],
-            "insufficient_funds"
+            v.transaction.card_tx_data.failure_reason.as_deref(),
+            Some("insufficient_funds")
         );
         assert_eq!(t.funds("ada", &card).await, funds("81.00", "0.00"));
-        let a6 = tx_id(&t.auth(&card, json!("5")).await);
-        t.ok(
-            "cards/freeze",
-            json!({"card_id": card, "external_user_id": "ada"}),
-        )
-        .await;
-        let v = t.auth(&card, json!("1")).await;
-        assert_eq!(v["transaction"]["card_tx_data"]["status"], "declined");
+        let a6 = t.auth(&card, "5").await.transaction_id;
+        sdk.cards_freeze(&of_user(&card, "ada")).await.unwrap();
+        let v = t.auth(&card, "1").await;
+        assert_eq!(v.transaction.card_tx_data.status, "declined");
         assert_eq!(
-            v["transaction"]["card_tx_data"]["failure_reason"],
-            "card_not_active"
+            v.transaction.card_tx_data.failure_reason.as_deref(),
+            Some("card_not_active")
         );
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": tx_id(&v)}),
+        api_error(
+            sdk.simulate_cards_clear(&clear(&v.transaction_id, None))
+                .await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
+        );
         // An earlier auth still clears on the frozen card.
-        t.ok("simulate/cards/clear", json!({"transactionId": a6}))
-            .await;
-        t.ok(
-            "cards/unfreeze",
-            json!({"card_id": card, "external_user_id": "ada"}),
-        )
-        .await;
+        sdk.simulate_cards_clear(&clear(&a6, None)).await.unwrap();
+        sdk.cards_unfreeze(&of_user(&card, "ada")).await.unwrap();
         assert_eq!(t.funds("ada", &card).await, funds("76.00", "0.00"));
 
         // Request errors are not transactions.
-        for bad in [
-            json!("0"),
-            json!(-1),
-            json!("abc"),
-            json!("1.0000001"),
-            Value::Null,
-        ] {
+        for bad in ["0", "abc", "1.0000001"] {
+            api_error(
+                sdk.simulate_cards_auth(&auth(&card, bad)).await,
+                400,
+                "invalid_amount",
+            );
+        }
+        // Raw: a negative JSON number and null cannot be sent through the typed request.
+        for bad in [json!(-1), Value::Null] {
             t.expect_error(
                 "simulate/cards/auth",
                 json!({"card_id": card, "transactionAmount": bad}),
@@ -332,20 +382,17 @@ both_backends!(
             )
             .await;
         }
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": a6, "billAmount": "0"}),
+        api_error(
+            sdk.simulate_cards_clear(&clear(&a6, Some("0"))).await,
             400,
             "invalid_amount",
-        )
-        .await;
-        t.expect_error(
-            "simulate/cards/auth",
-            json!({"card_id": "nope", "transactionAmount": "1"}),
+        );
+        api_error(
+            sdk.simulate_cards_auth(&auth("nope", "1")).await,
             404,
             "card_not_found",
-        )
-        .await;
+        );
+        // Raw: a request without card_id.
         t.expect_error(
             "simulate/cards/auth",
             json!({"transactionAmount": "1"}),
@@ -353,64 +400,76 @@ both_backends!(
             "validation_error",
         )
         .await;
+        api_error(
+            sdk.simulate_cards_clear(&clear("nope", None)).await,
+            404,
+            "transaction_not_found",
+        );
+        api_error(
+            sdk.simulate_cards_reversal(&reversal("nope", None)).await,
+            404,
+            "transaction_not_found",
+        );
+        api_error(
+            sdk.simulate_cards_refund(&refund("nope", None)).await,
+            404,
+            "transaction_not_found",
+        );
+        // Raw: empty requests, without the required fields.
         for path in [
             "simulate/cards/clear",
             "simulate/cards/reversal",
             "simulate/cards/refund",
         ] {
-            t.expect_error(
-                path,
-                json!({"transactionId": "nope"}),
-                404,
-                "transaction_not_found",
-            )
-            .await;
             t.expect_error(path, json!({}), 400, "validation_error")
                 .await;
         }
 
         // cards/txs: newest change first, in the webhook shape.
-        let all = t.txs("ada", &card, json!({"limit": 100})).await;
-        let items = all["items"].as_array().unwrap();
-        assert_eq!(all["total"], json!(items.len()));
+        let all = t.txs("ada", &card, None, limit(100)).await;
+        let items = &all.items;
+        assert_eq!(all.total, items.len() as u64);
         assert_eq!(items.len(), 10, "6 approved auths, 2 declines, 2 refunds");
-        assert_eq!(
-            items[0]["transaction_id"],
-            json!(a6),
-            "the last change first"
-        );
-        let times: Vec<&str> = items.iter().map(|i| i["tx_at"].as_str().unwrap()).collect();
+        assert_eq!(items[0].transaction_id, a6, "the last change first");
+        let times: Vec<&str> = items.iter().map(|i| i.tx_at.as_str()).collect();
         assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
         let by_id = |id: &str| {
             items
                 .iter()
-                .find(|i| i["transaction_id"] == id)
+                .find(|i| i.transaction_id == id)
                 .unwrap()
                 .clone()
         };
-        assert_eq!(by_id(&a1)["tx_type"], "transaction_updated_auth_approved");
-        assert_eq!(by_id(&a2)["card_tx_data"]["type"], "reversal");
-        let refunds = t.txs("ada", &card, json!({"slug": "refund"})).await;
-        assert_eq!(refunds["total"], 2);
-        assert!(refunds["items"]
-            .as_array()
-            .unwrap()
+        assert_eq!(by_id(&a1).tx_type, "transaction_updated_auth_approved");
+        assert_eq!(by_id(&a2).card_tx_data.kind, "reversal");
+        let refunds = t
+            .txs("ada", &card, Some("refund"), ListQuery::default())
+            .await;
+        assert_eq!(refunds.total, 2);
+        assert!(refunds
+            .items
             .iter()
-            .all(|i| i["card_tx_data"]["type"] == "refund"));
+            .all(|i| i.card_tx_data.kind == "refund"));
         assert_eq!(
-            t.txs("ada", &card, json!({"slug": "reversal"})).await["total"],
+            t.txs("ada", &card, Some("reversal"), ListQuery::default())
+                .await
+                .total,
             2
         );
-        let page = t.txs("ada", &card, json!({"skip": 1, "limit": 2})).await;
-        assert_eq!(
-            (
-                page["skip"].as_i64(),
-                page["limit"].as_i64(),
-                page["items"].as_array().unwrap().len()
-            ),
-            (Some(1), Some(2), 2)
-        );
-        assert_eq!(page["items"][0], items[1]);
+        let page = t
+            .txs(
+                "ada",
+                &card,
+                None,
+                ListQuery {
+                    skip: Some(1),
+                    ..limit(2)
+                },
+            )
+            .await;
+        assert_eq!((page.skip, page.limit, page.items.len()), (1, 2, 2));
+        assert_eq!(page.items[0], items[1]);
+        // Raw: a request without external_user_id.
         t.expect_error(
             "cards/txs",
             json!({"card_id": card}),
@@ -418,28 +477,32 @@ both_backends!(
             "external_user_id_required",
         )
         .await;
-        t.expect_error(
-            "cards/txs",
-            json!({"card_id": card, "external_user_id": "ada", "slug": "nope"}),
+        api_error(
+            sdk.cards_txs(&txs_of("ada", &card, Some("nope"), ListQuery::default()))
+                .await,
             400,
             "validation_error",
-        )
-        .await;
-        t.expect_error(
-            "cards/txs",
-            json!({"card_id": card, "external_user_id": "nobody"}),
+        );
+        api_error(
+            sdk.cards_txs(&txs_of("nobody", &card, None, ListQuery::default()))
+                .await,
             404,
             "card_not_found",
-        )
-        .await;
-        t.cardholder("bob", "sandbox").await;
-        t.expect_error(
-            "cards/txs",
-            json!({"card_id": card, "external_user_id": "bob"}),
+        );
+        sdk.cardholders_create(&CardholdersCreate {
+            external_user_id: "bob".into(),
+            subprovider_code: "sandbox".into(),
+            kyc_data: Some(serde_json::from_value(common::cards::kyc()).unwrap()),
+            ..CardholdersCreate::default()
+        })
+        .await
+        .unwrap();
+        api_error(
+            sdk.cards_txs(&txs_of("bob", &card, None, ListQuery::default()))
+                .await,
             422,
             "card_user_mismatch",
-        )
-        .await;
+        );
 
         // Every change arrived as a card_transaction webhook, in its current shape.
         let expected = 16; // 6 held auths, 2 declines, 4 clears, 2 reversals, 2 refunds
@@ -478,35 +541,34 @@ both_backends!(
         t.verify_ledger().await;
 
         // Another project cannot see or touch any of it.
-        let other = t.new_project("other").await;
-        for (path, body) in [
-            ("simulate/cards/clear", json!({"transactionId": a6})),
-            ("simulate/cards/refund", json!({"transactionId": a1})),
-            ("simulate/cards/reversal", json!({"transactionId": a5})),
-        ] {
-            let (s, v) = t.call_as(&other, path, body).await;
-            assert_eq!(
-                (s, v["error_slug"].as_str()),
-                (404, Some("transaction_not_found")),
-                "{path}"
-            );
-        }
-        let (s, v) = t
-            .call_as(
-                &other,
-                "simulate/cards/auth",
-                json!({"card_id": card, "transactionAmount": "1"}),
-            )
-            .await;
-        assert_eq!((s, v["error_slug"].as_str()), (404, Some("card_not_found")));
-        let (s, v) = t
-            .call_as(
-                &other,
-                "cards/txs",
-                json!({"card_id": card, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!((s, v["error_slug"].as_str()), (404, Some("card_not_found")));
+        let other = t.sdk_as(&t.new_project("other").await);
+        api_error(
+            other.simulate_cards_clear(&clear(&a6, None)).await,
+            404,
+            "transaction_not_found",
+        );
+        api_error(
+            other.simulate_cards_refund(&refund(&a1, None)).await,
+            404,
+            "transaction_not_found",
+        );
+        api_error(
+            other.simulate_cards_reversal(&reversal(&a5, None)).await,
+            404,
+            "transaction_not_found",
+        );
+        api_error(
+            other.simulate_cards_auth(&auth(&card, "1")).await,
+            404,
+            "card_not_found",
+        );
+        api_error(
+            other
+                .cards_txs(&txs_of("ada", &card, None, ListQuery::default()))
+                .await,
+            404,
+            "card_not_found",
+        );
     }
 );
 
@@ -518,19 +580,17 @@ both_backends!(
         let mut calls = Vec::new();
         for _ in 0..100 {
             let (t, card) = (t.clone(), card.clone());
-            calls.push(tokio::spawn(async move { t.auth(&card, json!("1")).await }));
+            calls.push(tokio::spawn(async move { t.auth(&card, "1").await }));
         }
         let mut approved = 0;
         let mut declined = 0;
         for c in calls {
             let v = c.await.unwrap();
-            match v["transaction"]["card_tx_data"]["status"].as_str() {
-                Some("pending") => approved += 1,
-                Some("declined") => {
-                    assert_eq!(
-                        v["transaction"]["card_tx_data"]["failure_reason"],
-                        "insufficient_funds"
-                    );
+            let data = &v.transaction.card_tx_data;
+            match data.status.as_str() {
+                "pending" => approved += 1,
+                "declined" => {
+                    assert_eq!(data.failure_reason.as_deref(), Some("insufficient_funds"));
                     declined += 1
                 }
                 other => panic!("{other:?}"),
@@ -548,26 +608,25 @@ both_backends!(
         let card = t.card_with("ada", 100).await;
         let t = std::sync::Arc::new(t);
         for _ in 0..10 {
-            let a = tx_id(&t.auth(&card, json!("5")).await);
-            let (t1, t2) = (t.clone(), t.clone());
+            let a = t.auth(&card, "5").await.transaction_id;
+            let (sdk1, sdk2) = (t.sdk(), t.sdk());
             let (a1, a2) = (a.clone(), a.clone());
             let clear = tokio::spawn(async move {
-                t1.call("simulate/cards/clear", json!({"transactionId": a1}))
+                sdk1.simulate_cards_clear(&clear(&a1, None))
                     .await
+                    .map(|_| ())
             });
             let reverse = tokio::spawn(async move {
-                t2.call("simulate/cards/reversal", json!({"transactionId": a2}))
+                sdk2.simulate_cards_reversal(&reversal(&a2, None))
                     .await
+                    .map(|_| ())
             });
             let (c, r) = (clear.await.unwrap(), reverse.await.unwrap());
-            let wins = [&c, &r].iter().filter(|(s, _)| *s == 200).count();
+            let wins = [&c, &r].iter().filter(|x| x.is_ok()).count();
             assert_eq!(wins, 1, "exactly one wins: {c:?} {r:?}");
-            for (s, v) in [&c, &r] {
-                if *s != 200 {
-                    assert_eq!(
-                        (*s, v["error_slug"].as_str()),
-                        (422, Some("invalid_transaction_state"))
-                    );
+            for res in [c, r] {
+                if res.is_err() {
+                    api_error(res, 422, "invalid_transaction_state");
                 }
             }
             assert_eq!(t.funds("ada", &card).await.1, "0.00");
@@ -579,24 +638,29 @@ both_backends!(
 both_backends!(
     a_replayed_network_message_posts_once,
     |t: TestServer| async move {
+        let sdk = t.sdk();
         let card = t.card_with("ada", 50).await;
-        let auth =
-            json!({"card_id": card, "transactionAmount": "10", "network_message_id": "net-auth-1"});
-        let first = t.ok("simulate/cards/auth", auth.clone()).await;
-        let again = t.ok("simulate/cards/auth", auth).await;
-        assert_eq!(first["transactionId"], again["transactionId"]);
+        let auth_req = SimulateAuth {
+            network_message_id: Some("net-auth-1".into()),
+            ..auth(&card, "10")
+        };
+        let first = sdk.simulate_cards_auth(&auth_req).await.unwrap();
+        let again = sdk.simulate_cards_auth(&auth_req).await.unwrap();
+        assert_eq!(first.transaction_id, again.transaction_id);
         assert_eq!(
             t.funds("ada", &card).await,
             funds("40.00", "10.00"),
             "held once"
         );
-        let a = tx_id(&first);
-        let clear =
-            json!({"transactionId": a, "billAmount": "8", "network_message_id": "net-clear-1"});
-        t.ok("simulate/cards/clear", clear.clone()).await;
-        let replay = t.ok("simulate/cards/clear", clear).await;
+        let a = first.transaction_id;
+        let clear_req = SimulateClear {
+            network_message_id: Some("net-clear-1".into()),
+            ..clear(&a, Some("8"))
+        };
+        sdk.simulate_cards_clear(&clear_req).await.unwrap();
+        let replay = sdk.simulate_cards_clear(&clear_req).await.unwrap();
         assert_eq!(
-            replay["transaction"]["card_tx_data"]["status"], "approved",
+            replay.transaction.card_tx_data.status, "approved",
             "the replay answers the transaction"
         );
         assert_eq!(
@@ -604,34 +668,37 @@ both_backends!(
             funds("42.00", "0.00"),
             "cleared once"
         );
-        let refund =
-            json!({"transactionId": a, "amount": "3", "network_message_id": "net-refund-1"});
-        let r1 = t.ok("simulate/cards/refund", refund.clone()).await;
-        let r2 = t.ok("simulate/cards/refund", refund).await;
-        assert_eq!(r1["transactionId"], r2["transactionId"]);
+        let refund_req = SimulateRefund {
+            network_message_id: Some("net-refund-1".into()),
+            ..refund(&a, Some("3"))
+        };
+        let r1 = sdk.simulate_cards_refund(&refund_req).await.unwrap();
+        let r2 = sdk.simulate_cards_refund(&refund_req).await.unwrap();
+        assert_eq!(r1.transaction_id, r2.transaction_id);
         assert_eq!(t.funds("ada", &card).await.0, "45.00", "refunded once");
         // Concurrent copies of one message: one posting.
-        let t = std::sync::Arc::new(t);
         let mut calls = Vec::new();
         for _ in 0..8 {
-            let (t, card) = (t.clone(), card.clone());
+            let (sdk, card) = (t.sdk(), card.clone());
             calls.push(tokio::spawn(async move {
-            t.ok("simulate/cards/auth", json!({"card_id": card, "transactionAmount": "1", "network_message_id": "net-auth-2"})).await
-        }));
+                sdk.simulate_cards_auth(&SimulateAuth {
+                    network_message_id: Some("net-auth-2".into()),
+                    ..auth(&card, "1")
+                })
+                .await
+                .unwrap()
+            }));
         }
         let mut ids = std::collections::HashSet::new();
         for c in calls {
-            ids.insert(
-                c.await.unwrap()["transactionId"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
-            );
+            ids.insert(c.await.unwrap().transaction_id);
         }
         assert_eq!(ids.len(), 1);
         assert_eq!(t.funds("ada", &card).await, funds("44.00", "1.00"));
         assert_eq!(
-            t.txs("ada", &card, json!({"slug": "auth"})).await["total"],
+            t.txs("ada", &card, Some("auth"), ListQuery::default())
+                .await
+                .total,
             2
         );
         t.verify_ledger().await;
@@ -641,66 +708,63 @@ both_backends!(
 both_backends!(
     partial_reversal_force_post_and_unlinked_refund,
     |t: TestServer| async move {
+        let sdk = t.sdk();
         let card = t.card_with("ada", 50).await;
-        let a = tx_id(&t.auth(&card, json!("20")).await);
-        let v = t
-            .ok(
-                "simulate/cards/reversal",
-                json!({"transactionId": a, "amount": "5"}),
-            )
-            .await;
-        assert_eq!(
-            v["transaction"]["tx_type"],
-            "transaction_updated_auth_pending"
-        );
-        assert_eq!(v["transaction"]["card_tx_data"]["card_amount"], json!(15.0));
+        let a = t.auth(&card, "20").await.transaction_id;
+        let v = sdk
+            .simulate_cards_reversal(&reversal(&a, Some("5")))
+            .await
+            .unwrap();
+        assert_eq!(v.transaction.tx_type, "transaction_updated_auth_pending");
+        assert_eq!(v.transaction.card_tx_data.card_amount, 15.0);
         assert_eq!(t.funds("ada", &card).await, funds("35.00", "15.00"));
-        t.expect_error(
-            "simulate/cards/reversal",
-            json!({"transactionId": a, "amount": "15.01"}),
+        api_error(
+            sdk.simulate_cards_reversal(&reversal(&a, Some("15.01")))
+                .await,
             400,
             "invalid_amount",
-        )
-        .await;
-        let v = t
-            .ok("simulate/cards/reversal", json!({"transactionId": a}))
-            .await;
-        assert_eq!(v["transaction"]["card_tx_data"]["type"], "reversal");
+        );
+        let v = sdk
+            .simulate_cards_reversal(&reversal(&a, None))
+            .await
+            .unwrap();
+        assert_eq!(v.transaction.card_tx_data.kind, "reversal");
         assert_eq!(t.funds("ada", &card).await, funds("50.00", "0.00"));
 
-        let v = t
-            .ok(
-                "simulate/cards/clear",
-                json!({"card_id": card, "billAmount": "12.5"}),
-            )
-            .await;
-        assert_eq!(
-            v["transaction"]["tx_type"],
-            "transaction_created_auth_approved"
-        );
-        assert_eq!(v["transaction"]["card_tx_data"]["auth_type"], "force_post");
+        let force_post = |bill: Option<&str>| SimulateClear {
+            card_id: Some(card.clone()),
+            bill_amount: bill.map(Into::into),
+            ..SimulateClear::default()
+        };
+        let v = sdk
+            .simulate_cards_clear(&force_post(Some("12.5")))
+            .await
+            .unwrap();
+        assert_eq!(v.transaction.tx_type, "transaction_created_auth_approved");
+        assert_eq!(v.transaction.card_tx_data.auth_type, "force_post");
         assert_eq!(t.funds("ada", &card).await, funds("37.50", "0.00"));
-        let fp = tx_id(&v);
-        t.ok(
-            "simulate/cards/refund",
-            json!({"transactionId": fp, "amount": "2.5"}),
-        )
-        .await;
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"card_id": card, "billAmount": "1000"}),
+        let fp = v.transaction_id;
+        sdk.simulate_cards_refund(&refund(&fp, Some("2.5")))
+            .await
+            .unwrap();
+        api_error(
+            sdk.simulate_cards_clear(&force_post(Some("1000"))).await,
             403,
             "insufficient_funds",
-        )
-        .await;
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"card_id": card}),
+        );
+        api_error(
+            sdk.simulate_cards_clear(&force_post(None)).await,
             400,
             "invalid_amount",
-        )
-        .await;
+        );
 
+        let unlinked = |amount: Option<&str>| SimulateRefund {
+            card_id: Some(card.clone()),
+            amount: amount.map(Into::into),
+            ..SimulateRefund::default()
+        };
+        // Raw: checks that original_transaction_id is left out, not written as null
+        // (the typed answer reads both as None).
         let v = t
             .ok(
                 "simulate/cards/refund",
@@ -715,13 +779,11 @@ both_backends!(
             .get("original_transaction_id")
             .is_none());
         assert_eq!(t.funds("ada", &card).await, funds("47.00", "0.00"));
-        t.expect_error(
-            "simulate/cards/refund",
-            json!({"card_id": card}),
+        api_error(
+            sdk.simulate_cards_refund(&unlinked(None)).await,
             400,
             "invalid_amount",
-        )
-        .await;
+        );
         t.verify_ledger().await;
     }
 );
@@ -733,38 +795,40 @@ both_backends_with!(
         ..Default::default()
     },
     |t: TestServer| async move {
+        let sdk = t.sdk();
         let rx = Receiver::start(&t.creds.api_secret).await;
         t.subscribe(&rx.url, &["card_transaction"]).await;
         let card = t.card_with("ada", 30).await;
-        let a = tx_id(&t.auth(&card, json!("12")).await);
-        let cleared = tx_id(&t.auth(&card, json!("3")).await);
-        t.ok("simulate/cards/clear", json!({"transactionId": cleared}))
-            .await;
+        let a = t.auth(&card, "12").await.transaction_id;
+        let cleared = t.auth(&card, "3").await.transaction_id;
+        sdk.simulate_cards_clear(&clear(&cleared, None))
+            .await
+            .unwrap();
         let start = std::time::Instant::now();
         loop {
-            let items = t.txs("ada", &card, json!({"slug": "reversal"})).await;
-            if items["total"] == 1 {
-                let item = &items["items"][0];
-                assert_eq!(item["transaction_id"], json!(a));
-                assert_eq!(item["tx_type"], "transaction_updated_reversal_approved");
-                assert_eq!(item["card_tx_data"]["failure_reason"], "expired");
-                assert_eq!(item["card_tx_data"]["status"], "approved");
+            let items = t
+                .txs("ada", &card, Some("reversal"), ListQuery::default())
+                .await;
+            if items.total == 1 {
+                let item = &items.items[0];
+                assert_eq!(item.transaction_id, a);
+                assert_eq!(item.tx_type, "transaction_updated_reversal_approved");
+                assert_eq!(item.card_tx_data.failure_reason.as_deref(), Some("expired"));
+                assert_eq!(item.card_tx_data.status, "approved");
                 break;
             }
             assert!(start.elapsed() < WAIT, "the hold never expired");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(t.funds("ada", &card).await, funds("27.00", "0.00"));
-        t.expect_error(
-            "simulate/cards/clear",
-            json!({"transactionId": a}),
+        api_error(
+            sdk.simulate_cards_clear(&clear(&a, None)).await,
             422,
             "invalid_transaction_state",
-        )
-        .await;
+        );
         rx.wait_until("the expiry webhook", WAIT, |r| {
             r.iter().any(|x| {
-                x.event["transaction_id"] == a
+                x.event["transaction_id"] == a.as_str()
                     && x.event["card_tx_data"]["failure_reason"] == "expired"
             })
         })
@@ -780,35 +844,54 @@ both_backends_with!(
         ..Default::default()
     },
     |t: TestServer| async move {
-        for path in [
-            "simulate/cards/auth",
-            "simulate/cards/clear",
-            "simulate/cards/reversal",
-            "simulate/cards/refund",
-            "simulate/cards/3ds",
-        ] {
-            t.expect_error(
-                path,
-                json!({"card_id": "x", "transactionAmount": "1"}),
-                404,
-                "not_found",
-            )
-            .await;
-        }
+        let sdk = t.sdk();
+        api_error(
+            sdk.simulate_cards_auth(&auth("x", "1")).await,
+            404,
+            "not_found",
+        );
+        api_error(
+            sdk.simulate_cards_clear(&clear("x", Some("1"))).await,
+            404,
+            "not_found",
+        );
+        api_error(
+            sdk.simulate_cards_reversal(&reversal("x", None)).await,
+            404,
+            "not_found",
+        );
+        api_error(
+            sdk.simulate_cards_refund(&refund("x", Some("1"))).await,
+            404,
+            "not_found",
+        );
+        api_error(
+            sdk.simulate_cards_3ds(&Simulate3ds {
+                card_id: "x".into(),
+                amount: "1".into(),
+                ..Simulate3ds::default()
+            })
+            .await,
+            404,
+            "not_found",
+        );
     }
 );
 
 both_backends!(
     closing_a_card_releases_holds_and_returns_its_funds,
     |t: TestServer| async move {
+        let sdk = t.sdk();
         let rx = Receiver::start(&t.creds.api_secret).await;
         t.subscribe(&rx.url, &[]).await;
         let card = t.card_with("ada", 40).await;
-        let spent = tx_id(&t.auth(&card, json!("10")).await);
-        t.ok("simulate/cards/clear", json!({"transactionId": spent}))
-            .await;
-        let open = tx_id(&t.auth(&card, json!("5")).await);
+        let spent = t.auth(&card, "10").await.transaction_id;
+        sdk.simulate_cards_clear(&clear(&spent, None))
+            .await
+            .unwrap();
+        let open = t.auth(&card, "5").await.transaction_id;
         let master_before: f64 = t.balance().await.parse().unwrap();
+        // Raw: a close without an idempotency key (the SDK always sends one).
         t.expect_error(
             "cards/close",
             json!({"card_id": card}),
@@ -816,84 +899,85 @@ both_backends!(
             "idempotency_key_required",
         )
         .await;
-        let close_req = json!({"card_id": card, "external_user_id": "ada", "reason": "lost", "idempotency_key": "close-1"});
-        let v = t.ok("cards/close", close_req.clone()).await;
-        assert_eq!(v["status"], "closed");
-        assert!(v["closed_at"].is_string());
-        assert_eq!(v["order"]["order_type"], "card_status_change");
-        assert_eq!(v["order"]["data"]["to"], "closed");
-        assert_eq!(v["order"]["data"]["reason"], "lost");
-        assert_eq!(v["withdraw_order"]["order_type"], "card_withdraw");
-        assert_eq!(v["withdraw_order"]["data"]["amount"], "30.00");
-        let again = t.ok("cards/close", close_req).await;
+        let close_req = CardsClose {
+            card_id: card.clone(),
+            external_user_id: Some("ada".into()),
+            reason: Some("lost".into()),
+        };
+        let v = sdk.cards_close(&close_req, "close-1").await.unwrap();
+        assert_eq!(v.status, "closed");
+        assert!(!v.closed_at.is_empty());
+        assert_eq!(v.order.order_type, "card_status_change");
+        assert_eq!(v.order.data["to"], "closed");
+        assert_eq!(v.order.data["reason"], "lost");
+        let withdraw_order = v.withdraw_order.as_ref().unwrap();
+        assert_eq!(withdraw_order.order_type, "card_withdraw");
+        assert_eq!(withdraw_order.data["amount"], "30.00");
+        let again = sdk.cards_close(&close_req, "close-1").await.unwrap();
         assert_eq!(again, v, "the same key answers the same response");
-        t.wait_order(v["withdraw_order"]["order_id"].as_str().unwrap())
-            .await;
+        sdk.wait_order(&withdraw_order.order_id, WAIT)
+            .await
+            .unwrap();
         let master_after: f64 = t.balance().await.parse().unwrap();
         assert!(
             (master_after - master_before - 30.0).abs() < 1e-9,
             "{master_before} → {master_after}"
         );
         assert_eq!(t.funds("ada", &card).await, funds("0.00", "0.00"));
-        let got = t
-            .ok(
-                "cards/get",
-                json!({"card_id": card, "external_user_id": "ada"}),
-            )
+        let got = sdk.cards_get(&CardRef::new(&card, "ada")).await.unwrap();
+        assert_eq!(got.status, "closed");
+        assert!(got.closed_at.is_some());
+        let released = t
+            .txs("ada", &card, Some("reversal"), ListQuery::default())
             .await;
-        assert_eq!(got["status"], "closed");
-        assert!(got["closed_at"].is_string());
-        let released = t.txs("ada", &card, json!({"slug": "reversal"})).await;
-        assert_eq!(released["items"][0]["transaction_id"], json!(open));
+        assert_eq!(released.items[0].transaction_id, open);
         assert_eq!(
-            released["items"][0]["card_tx_data"]["failure_reason"],
-            "card_closed"
+            released.items[0].card_tx_data.failure_reason.as_deref(),
+            Some("card_closed")
         );
 
         // closed is final.
-        let v = t.auth(&card, json!("1")).await;
+        let v = t.auth(&card, "1").await;
         assert_eq!(
-            v["transaction"]["card_tx_data"]["failure_reason"],
-            "card_not_active"
+            v.transaction.card_tx_data.failure_reason.as_deref(),
+            Some("card_not_active")
         );
-        let (s, v) = t.topup(&card, json!("10"), "after-close").await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("card_not_active"))
+        api_error(
+            sdk.cards_topup(&topup(&card, "10"), "after-close").await,
+            422,
+            "card_not_active",
         );
-        t.expect_error(
-            "cards/freeze",
-            json!({"card_id": card, "external_user_id": "ada"}),
+        api_error(
+            sdk.cards_freeze(&of_user(&card, "ada")).await,
             422,
             "invalid_status_transition",
-        )
-        .await;
-        t.expect_error(
-            "cards/unfreeze",
-            json!({"card_id": card, "external_user_id": "ada"}),
+        );
+        api_error(
+            sdk.cards_unfreeze(&of_user(&card, "ada")).await,
             422,
             "invalid_status_transition",
-        )
-        .await;
-        t.expect_error(
-            "cards/close",
-            json!({"card_id": card, "idempotency_key": "close-2"}),
+        );
+        let close_of = |card: &str| CardsClose {
+            card_id: card.into(),
+            ..CardsClose::default()
+        };
+        api_error(
+            sdk.cards_close(&close_of(&card), "close-2").await,
             422,
             "invalid_status_transition",
-        )
-        .await;
+        );
         // A refund of an earlier purchase still lands on it.
-        t.ok(
-            "simulate/cards/refund",
-            json!({"transactionId": spent, "amount": "4"}),
-        )
-        .await;
+        sdk.simulate_cards_refund(&refund(&spent, Some("4")))
+            .await
+            .unwrap();
         assert_eq!(t.funds("ada", &card).await.0, "4.00");
         // ... and is taken back like any card funds.
-        let (s, w) = t.withdraw(&card, json!("4"), "late-refund").await;
-        assert_eq!(s, 200, "{w}");
-        let done = t.wait_order(w["order_id"].as_str().unwrap()).await;
-        assert_eq!(done["status"], "completed");
+        let w = sdk
+            .cards_withdraw(&topup(&card, "4"), "late-refund")
+            .await
+            .unwrap();
+        let done = sdk.wait_order(&w.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "completed");
         assert_eq!(t.funds("ada", &card).await.0, "0.00");
 
         rx.wait_until("card.close", WAIT, |r| {
@@ -911,25 +995,22 @@ both_backends!(
 
         // A restricted card holding funds cannot be closed (its provider cannot withdraw).
         let restricted = t.active_card("bob", "virtual_usd_restricted").await;
-        let (s, v) = t.topup(&restricted, json!("10"), "fund-bob").await;
-        assert_eq!(s, 200, "{v}");
-        t.wait_order(v["order_id"].as_str().unwrap()).await;
-        t.expect_error(
-            "cards/close",
-            json!({"card_id": restricted, "idempotency_key": "close-3"}),
+        let v = sdk
+            .cards_topup(&topup(&restricted, "10"), "fund-bob")
+            .await
+            .unwrap();
+        sdk.wait_order(&v.order_id, WAIT).await.unwrap();
+        api_error(
+            sdk.cards_close(&close_of(&restricted), "close-3").await,
             422,
             "provider_withdraw_not_supported",
-        )
-        .await;
-        let other = t.new_project("other").await;
-        let (s, v) = t
-            .call_as(
-                &other,
-                "cards/close",
-                json!({"card_id": restricted, "idempotency_key": "x"}),
-            )
-            .await;
-        assert_eq!((s, v["error_slug"].as_str()), (404, Some("card_not_found")));
+        );
+        let other = t.sdk_as(&t.new_project("other").await);
+        api_error(
+            other.cards_close(&close_of(&restricted), "x").await,
+            404,
+            "card_not_found",
+        );
         t.verify_ledger().await;
     }
 );
@@ -1020,6 +1101,7 @@ both_backends_with!(
     },
     |t: TestServer| async move {
         const CASES: u32 = 8;
+        let sdk = t.sdk();
         let mut runner = TestRunner::default();
         let strategy = prop::collection::vec(op_strategy(), 10..=30);
         let mut counts = std::collections::BTreeMap::new();
@@ -1033,39 +1115,37 @@ both_backends_with!(
                 let pick = |i: usize| (!txs.is_empty()).then(|| i % txs.len());
                 let outcome: &str = match op.clone() {
                     Op::Topup(a) => {
-                        let (s, v) = t
-                            .topup(&card, json!(dec(a)), &format!("p{case}-{step}"))
-                            .await;
-                        assert_eq!(s, 200, "{ctx}: {v}");
-                        let o = t.wait_order(v["order_id"].as_str().unwrap()).await;
-                        assert_eq!(o["status"], "completed", "{ctx}");
+                        let v = sdk
+                            .cards_topup(&topup(&card, &dec(a)), &format!("p{case}-{step}"))
+                            .await
+                            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        let o = sdk.wait_order(&v.order_id, WAIT).await.unwrap();
+                        assert_eq!(o.status, "completed", "{ctx}");
                         available += a;
                         "topup"
                     }
                     Op::Withdraw(a) => {
-                        let (s, v) = t
-                            .withdraw(&card, json!(dec(a)), &format!("p{case}-{step}"))
+                        let res = sdk
+                            .cards_withdraw(&topup(&card, &dec(a)), &format!("p{case}-{step}"))
                             .await;
                         if a <= available {
-                            assert_eq!(s, 200, "{ctx}: {v}");
-                            t.wait_order(v["order_id"].as_str().unwrap()).await;
+                            let v = res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                            sdk.wait_order(&v.order_id, WAIT).await.unwrap();
                             available -= a;
                             "withdraw"
                         } else {
+                            let e = res.unwrap_err();
                             assert_eq!(
-                                (s, v["error_slug"].as_str()),
-                                (403, Some("insufficient_funds")),
+                                (e.status(), e.slug()),
+                                (Some(403), Some("insufficient_funds")),
                                 "{ctx}"
                             );
                             "withdraw refused"
                         }
                     }
                     Op::Auth(a) => {
-                        let v = t.auth(&card, json!(dec(a))).await;
-                        let status = v["transaction"]["card_tx_data"]["status"]
-                            .as_str()
-                            .unwrap()
-                            .to_owned();
+                        let v = t.auth(&card, &dec(a)).await;
+                        let status = v.transaction.card_tx_data.status.clone();
                         let approved = a <= available;
                         assert_eq!(
                             status,
@@ -1073,7 +1153,7 @@ both_backends_with!(
                             "{ctx}"
                         );
                         txs.push(ModelTx {
-                            id: tx_id(&v),
+                            id: v.transaction_id,
                             kind: "auth",
                             status: if approved { "pending" } else { "declined" },
                             held: if approved { a } else { 0 },
@@ -1092,23 +1172,23 @@ both_backends_with!(
                         Some(i) => {
                             let m = txs[i].clone();
                             let bill = pct.map(|p| (m.held * p / 100).max(1));
-                            let mut body = json!({"transactionId": m.id});
-                            if let Some(b) = bill {
-                                body["billAmount"] = json!(dec(b));
-                            }
-                            let (s, v) = t.call("simulate/cards/clear", body).await;
+                            let res = sdk
+                                .simulate_cards_clear(&clear(&m.id, bill.map(dec).as_deref()))
+                                .await;
                             let bill = bill.unwrap_or(m.held);
                             if m.kind != "auth" || m.status != "pending" {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (422, Some("invalid_transaction_state")),
+                                    (e.status(), e.slug()),
+                                    (Some(422), Some("invalid_transaction_state")),
                                     "{ctx}"
                                 );
                                 "clear refused"
                             } else if bill > m.held + available {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (403, Some("insufficient_funds")),
+                                    (e.status(), e.slug()),
+                                    (Some(403), Some("insufficient_funds")),
                                     "{ctx}"
                                 );
                                 "clear over funds"
@@ -1117,7 +1197,7 @@ both_backends_with!(
                                 // auth no longer has: cannot happen for a pending one.
                                 unreachable!()
                             } else {
-                                assert_eq!(s, 200, "{ctx}: {v}");
+                                res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
                                 available += m.held - bill;
                                 txs[i] = ModelTx {
                                     status: "approved",
@@ -1134,28 +1214,31 @@ both_backends_with!(
                         Some(i) => {
                             let m = txs[i].clone();
                             let amount = pct.map(|p| (m.held * p / 100).max(1));
-                            let mut body = json!({"transactionId": m.id});
-                            if let Some(a) = amount {
-                                body["amount"] = json!(dec(a));
-                            }
-                            let (s, v) = t.call("simulate/cards/reversal", body).await;
+                            let res = sdk
+                                .simulate_cards_reversal(&reversal(
+                                    &m.id,
+                                    amount.map(dec).as_deref(),
+                                ))
+                                .await;
                             let amount = amount.unwrap_or(m.held);
                             if m.kind != "auth" || m.status != "pending" {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (422, Some("invalid_transaction_state")),
+                                    (e.status(), e.slug()),
+                                    (Some(422), Some("invalid_transaction_state")),
                                     "{ctx}"
                                 );
                                 "reverse refused"
                             } else if amount > m.held {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (400, Some("invalid_amount")),
+                                    (e.status(), e.slug()),
+                                    (Some(400), Some("invalid_amount")),
                                     "{ctx}"
                                 );
                                 "reverse too much"
                             } else {
-                                assert_eq!(s, 200, "{ctx}: {v}");
+                                res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
                                 available += amount;
                                 let held = m.held - amount;
                                 txs[i] = if held == 0 {
@@ -1178,32 +1261,32 @@ both_backends_with!(
                             let m = txs[i].clone();
                             let remaining = m.cleared - m.refunded;
                             let amount = pct.map(|p| (m.cleared * p / 100).max(1));
-                            let mut body = json!({"transactionId": m.id});
-                            if let Some(a) = amount {
-                                body["amount"] = json!(dec(a));
-                            }
-                            let (s, v) = t.call("simulate/cards/refund", body).await;
+                            let res = sdk
+                                .simulate_cards_refund(&refund(&m.id, amount.map(dec).as_deref()))
+                                .await;
                             let amount = amount.unwrap_or(remaining);
                             if !(m.kind == "auth" && m.status == "approved") {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (422, Some("invalid_transaction_state")),
+                                    (e.status(), e.slug()),
+                                    (Some(422), Some("invalid_transaction_state")),
                                     "{ctx}"
                                 );
                                 "refund refused"
                             } else if amount > remaining || amount == 0 {
+                                let e = res.as_ref().unwrap_err();
                                 assert_eq!(
-                                    (s, v["error_slug"].as_str()),
-                                    (400, Some("invalid_amount")),
+                                    (e.status(), e.slug()),
+                                    (Some(400), Some("invalid_amount")),
                                     "{ctx}"
                                 );
                                 "refund too much"
                             } else {
-                                assert_eq!(s, 200, "{ctx}: {v}");
+                                let v = res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
                                 available += amount;
                                 txs[i].refunded += amount;
                                 txs.push(ModelTx {
-                                    id: tx_id(&v),
+                                    id: v.transaction_id,
                                     kind: "refund",
                                     status: "approved",
                                     held: 0,
@@ -1225,17 +1308,16 @@ both_backends_with!(
                                 .unwrap();
                                 let start = std::time::Instant::now();
                                 loop {
-                                    let items = t.txs(&user, &card, json!({"limit": 100})).await;
-                                    let it = items["items"]
-                                        .as_array()
-                                        .unwrap()
-                                        .iter()
-                                        .find(|x| x["transaction_id"] == m.id.as_str())
-                                        .unwrap()
-                                        .clone();
-                                    if it["card_tx_data"]["type"] == "reversal" {
+                                    let items = t.txs(&user, &card, None, limit(100)).await;
+                                    let it = items
+                                        .items
+                                        .into_iter()
+                                        .find(|x| x.transaction_id == m.id)
+                                        .unwrap();
+                                    if it.card_tx_data.kind == "reversal" {
                                         assert_eq!(
-                                            it["card_tx_data"]["failure_reason"], "expired",
+                                            it.card_tx_data.failure_reason.as_deref(),
+                                            Some("expired"),
                                             "{ctx}"
                                         );
                                         break;
@@ -1263,20 +1345,19 @@ both_backends_with!(
                 t.verify_ledger().await;
             }
             // The listing agrees with the model on every transaction's state.
-            let items = t.txs(&user, &card, json!({"limit": 100})).await;
+            let items = t.txs(&user, &card, None, limit(100)).await;
             for m in &txs {
-                let it = items["items"]
-                    .as_array()
-                    .unwrap()
+                let it = items
+                    .items
                     .iter()
-                    .find(|x| x["transaction_id"] == m.id.as_str())
+                    .find(|x| x.transaction_id == m.id)
                     .unwrap();
                 assert_eq!(
                     (
-                        it["card_tx_data"]["type"].as_str(),
-                        it["card_tx_data"]["status"].as_str()
+                        it.card_tx_data.kind.as_str(),
+                        it.card_tx_data.status.as_str()
                     ),
-                    (Some(m.kind), Some(m.status)),
+                    (m.kind, m.status),
                     "case {case}: {m:?}"
                 );
             }

@@ -5,10 +5,69 @@
 mod common;
 
 use common::cards::kyc;
-use common::TestServer;
-use issuing_client::{CardRef, CardsCreate, CardsFind, CardsFreeze, ListQuery};
+use common::{api_error, TestServer};
+use issuing_client::{
+    CardRef, Cardholder, CardholdersCreate, CardholdersFind, CardholdersGet, CardsCreate,
+    CardsFind, CardsFreeze, ClientError, CreateCardResponse, KycData, ListQuery, ProjectTxs,
+    UsersCreate, UsersGet,
+};
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The harness's KYC data with another last name (`Reject`, `Decline` drive the sandbox).
+fn kyc_named(last_name: &str) -> KycData {
+    let mut k = kyc();
+    k["last_name"] = json!(last_name);
+    serde_json::from_value(k).unwrap()
+}
+
+/// A cardholder request with KYC data; the restricted subprovider gets its product.
+fn holder(user: &str, subprovider: &str) -> CardholdersCreate {
+    CardholdersCreate {
+        external_user_id: user.into(),
+        subprovider_code: subprovider.into(),
+        product_code: (subprovider == "sandbox_restricted")
+            .then(|| "virtual_usd_restricted".to_owned()),
+        kyc_data: Some(kyc_named("Lovelace")),
+    }
+}
+
+/// A cardholder request without KYC data.
+fn holder_without_kyc(user: &str) -> CardholdersCreate {
+    CardholdersCreate {
+        external_user_id: user.into(),
+        subprovider_code: "sandbox".into(),
+        ..CardholdersCreate::default()
+    }
+}
+
+impl TestServer {
+    /// An approved cardholder (typed).
+    async fn holder(&self, user: &str, subprovider: &str) -> Cardholder {
+        self.sdk()
+            .cardholders_create(&holder(user, subprovider))
+            .await
+            .unwrap()
+    }
+
+    /// cards/create of `product` for `user` with idempotency key `key` (typed).
+    async fn issue(
+        &self,
+        user: &str,
+        product: &str,
+        key: &str,
+    ) -> Result<CreateCardResponse, ClientError> {
+        let request = CardsCreate {
+            external_user_id: user.into(),
+            product_code: product.into(),
+            ..CardsCreate::default()
+        };
+        self.sdk().cards_create(&request, key).await
+    }
+}
 
 both_backends!(
     products_list_the_sandbox_catalog,
@@ -41,60 +100,66 @@ both_backends!(
 both_backends!(
     cardholders_kyc_outcomes_and_errors,
     |t: TestServer| async move {
-        let v = t.cardholder("ada", "sandbox").await;
+        let sdk = t.sdk();
+        let v = t.holder("ada", "sandbox").await;
         assert_eq!(
             (
-                v["registration_status"].as_str(),
-                v["kyc_status"].as_str(),
-                v["kyc_level"].as_str()
+                v.registration_status.as_str(),
+                v.kyc_status.as_str(),
+                v.kyc_level.as_str()
             ),
-            (Some("active"), Some("approved"), Some("full"))
+            ("active", "approved", "full")
         );
-        assert_eq!(v["subprovider_code"], "sandbox");
-        assert_eq!(v["subprovider_id"], "sandbox");
-        assert!(v["registered_at"].is_string() && v["activated_at"].is_string());
-        assert_eq!(v["project_id"], json!(t.creds.project_id));
+        assert_eq!(v.subprovider_code, "sandbox");
+        assert_eq!(v.subprovider_id, "sandbox");
+        assert!(v.registered_at.is_some() && v.activated_at.is_some());
+        assert_eq!(v.project_id, t.creds.project_id);
         // The user was created with the cardholder.
-        let u = t.ok("users/get", json!({"external_user_id": "ada"})).await;
-        assert_eq!(u["user_id"], v["user_id"]);
+        let u = sdk
+            .users_get(&UsersGet {
+                external_user_id: "ada".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(u.user_id, v.user_id);
 
         let mut rejected = kyc();
         rejected["last_name"] = json!("Reject");
+        // Raw: the legacy `subprovider_id` field name.
         let v = t.ok("cardholders/create", json!({"external_user_id": "rex", "subprovider_id": "sandbox", "kyc_data": rejected})).await;
         assert_eq!(
             (v["registration_status"].as_str(), v["kyc_status"].as_str()),
             (Some("failed"), Some("rejected"))
         );
 
-        let v = t
-            .ok(
-                "cardholders/create",
-                json!({"external_user_id": "nokyc", "subprovider_code": "sandbox"}),
-            )
-            .await;
+        let v = sdk
+            .cardholders_create(&holder_without_kyc("nokyc"))
+            .await
+            .unwrap();
         assert_eq!(
             (
-                v["registration_status"].as_str(),
-                v["kyc_status"].as_str(),
-                v["kyc_level"].as_str()
+                v.registration_status.as_str(),
+                v.kyc_status.as_str(),
+                v.kyc_level.as_str()
             ),
-            (Some("pending"), Some("not_started"), Some("none"))
+            ("pending", "not_started", "none")
         );
 
-        t.expect_error(
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
+        api_error(
+            sdk.cardholders_create(&holder("ada", "sandbox")).await,
             409,
             "cardholder_already_exists",
-        )
-        .await;
-        t.expect_error(
-            "cardholders/create",
-            json!({"external_user_id": "x", "subprovider_code": "nope"}),
+        );
+        api_error(
+            sdk.cardholders_create(&CardholdersCreate {
+                subprovider_code: "nope".into(),
+                ..holder_without_kyc("x")
+            })
+            .await,
             404,
             "subprovider_not_found",
-        )
-        .await;
+        );
+        // Raw: a field left out, unknown KYC fields, KYC data with a field left out.
         t.expect_error(
             "cardholders/create",
             json!({"external_user_id": "x"}),
@@ -129,21 +194,40 @@ both_backends!(
         let msg = e["error"].as_str().unwrap();
         assert!(msg.contains("email") && msg.contains("birth_date"), "{msg}");
         // The restricted subprovider needs a product code of its own.
-        t.expect_error("cardholders/create", json!({"external_user_id": "r", "subprovider_code": "sandbox_restricted", "kyc_data": kyc()}), 400, "validation_error").await;
-        t.expect_error("cardholders/create", json!({"external_user_id": "r", "subprovider_code": "sandbox_restricted", "product_code": "virtual_usd", "kyc_data": kyc()}), 400, "validation_error").await;
-        t.expect_error("cardholders/create", json!({"external_user_id": "r", "subprovider_code": "sandbox_restricted", "product_code": "nope", "kyc_data": kyc()}), 404, "product_not_found").await;
-        let v = t.cardholder("r", "sandbox_restricted").await;
-        assert_eq!(v["product_code"], "virtual_usd_restricted");
+        let restricted = |product: Option<&str>| CardholdersCreate {
+            product_code: product.map(str::to_owned),
+            ..holder("r", "sandbox_restricted")
+        };
+        api_error(
+            sdk.cardholders_create(&restricted(None)).await,
+            400,
+            "validation_error",
+        );
+        api_error(
+            sdk.cardholders_create(&restricted(Some("virtual_usd")))
+                .await,
+            400,
+            "validation_error",
+        );
+        api_error(
+            sdk.cardholders_create(&restricted(Some("nope"))).await,
+            404,
+            "product_not_found",
+        );
+        let v = t.holder("r", "sandbox_restricted").await;
+        assert_eq!(v.product_code.as_deref(), Some("virtual_usd_restricted"));
         // The same user may hold one cardholder per subprovider.
-        t.cardholder("ada", "sandbox_restricted").await;
+        t.holder("ada", "sandbox_restricted").await;
 
         // cardholders/get by id and by user + subprovider.
-        let id = v["cardholder_id"].as_str().unwrap();
+        let id = v.cardholder_id.as_str();
+        // Raw: checks that the fields are present (activated_at even when null).
         let g = t.ok("cardholders/get", json!({"cardholder_id": id})).await;
         assert_eq!(g["external_user_id"], "r");
         for f in ["kyc_level", "activated_at", "project_id", "user_id"] {
             assert!(g.get(f).is_some(), "{f}");
         }
+        // Raw: the legacy `subprovider_id` field name.
         let g = t
             .ok(
                 "cardholders/get",
@@ -151,49 +235,52 @@ both_backends!(
             )
             .await;
         assert_eq!(g["subprovider_code"], "sandbox");
-        t.expect_error(
-            "cardholders/get",
-            json!({"external_user_id": "ada"}),
+        api_error(
+            sdk.cardholders_get(&CardholdersGet {
+                external_user_id: Some("ada".into()),
+                ..CardholdersGet::default()
+            })
+            .await,
             400,
             "validation_error",
-        )
-        .await;
-        t.expect_error(
-            "cardholders/get",
-            json!({"cardholder_id": "000000000000000000000000"}),
+        );
+        api_error(
+            sdk.cardholders_get(&CardholdersGet::by_id("000000000000000000000000"))
+                .await,
             404,
             "cardholder_not_found",
-        )
-        .await;
-        t.expect_error(
-            "cardholders/get",
-            json!({"external_user_id": "nobody", "subprovider_code": "sandbox"}),
+        );
+        api_error(
+            sdk.cardholders_get(&CardholdersGet::by_user("nobody", "sandbox"))
+                .await,
             404,
             "cardholder_not_found",
-        )
-        .await;
+        );
 
-        // cardholders/find: filters in both forms and sort keys.
-        let v = t.ok("cardholders/find", json!({})).await;
-        assert_eq!(v["total"], 5);
+        // cardholders/find: filters in both forms and sort keys. Raw where the singular
+        // or legacy filter names are the point.
+        let find = |request: CardholdersFind| {
+            let sdk = &sdk;
+            async move { sdk.cardholders_find(&request).await.unwrap() }
+        };
+        let v = find(CardholdersFind::default()).await;
+        assert_eq!(v.total, 5);
         let v = t
             .ok("cardholders/find", json!({"kyc_status": "approved"}))
             .await;
         assert_eq!(v["total"], 3);
-        let v = t
-            .ok(
-                "cardholders/find",
-                json!({"kyc_statuses": ["rejected", "not_started"]}),
-            )
-            .await;
-        assert_eq!(v["total"], 2);
-        let v = t
-            .ok(
-                "cardholders/find",
-                json!({"registration_statuses": ["failed"]}),
-            )
-            .await;
-        assert_eq!(v["items"][0]["external_user_id"], "rex");
+        let v = find(CardholdersFind {
+            kyc_statuses: vec!["rejected".into(), "not_started".into()],
+            ..CardholdersFind::default()
+        })
+        .await;
+        assert_eq!(v.total, 2);
+        let v = find(CardholdersFind {
+            registration_statuses: vec!["failed".into()],
+            ..CardholdersFind::default()
+        })
+        .await;
+        assert_eq!(v.items[0].external_user_id, "rex");
         let v = t
             .ok(
                 "cardholders/find",
@@ -201,22 +288,20 @@ both_backends!(
             )
             .await;
         assert_eq!(v["total"], 2);
-        let v = t
-            .ok(
-                "cardholders/find",
-                json!({"product_codes": ["virtual_usd_restricted"]}),
-            )
-            .await;
-        assert_eq!(v["total"], 2);
+        let v = find(CardholdersFind {
+            product_codes: vec!["virtual_usd_restricted".into()],
+            ..CardholdersFind::default()
+        })
+        .await;
+        assert_eq!(v.total, 2);
         let v = t.ok("cardholders/find", json!({"product_id": "virtual_usd_restricted", "subprovider_ids": ["sandbox_restricted"]})).await;
         assert_eq!(v["total"], 2, "legacy filter names");
-        let v = t
-            .ok(
-                "cardholders/find",
-                json!({"external_user_ids": ["ada", "rex"]}),
-            )
-            .await;
-        assert_eq!(v["total"], 3);
+        let v = find(CardholdersFind {
+            external_user_ids: vec!["ada".into(), "rex".into()],
+            ..CardholdersFind::default()
+        })
+        .await;
+        assert_eq!(v.total, 3);
         let v = t.ok("cardholders/find", json!({"cardholder_id": id})).await;
         assert_eq!(v["total"], 1);
         let v = t
@@ -235,31 +320,29 @@ both_backends!(
             "registered_at",
             "activated_at",
         ] {
-            let v = t
-                .ok(
-                    "cardholders/find",
-                    json!({"sort_by": key, "sort_dir": "asc"}),
-                )
-                .await;
-            assert_eq!(v["total"], 5, "{key}");
-        }
-        let v = t
-            .ok(
-                "cardholders/find",
-                json!({"sort_by": "activated_at", "sort_dir": "asc"}),
-            )
+            let v = find(CardholdersFind {
+                page: sorted(key, "asc"),
+                ..CardholdersFind::default()
+            })
             .await;
-        let last = &v["items"][4];
+            assert_eq!(v.total, 5, "{key}");
+        }
+        let v = find(CardholdersFind {
+            page: sorted("activated_at", "asc"),
+            ..CardholdersFind::default()
+        })
+        .await;
+        let last = &v.items[4];
         assert!(
-            last["activated_at"].is_null(),
-            "missing values sort last: {v}"
+            last.activated_at.is_none(),
+            "missing values sort last: {v:?}"
         );
     }
 );
 
 both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     t.deposit(&t.creds.project_id, 100_000_000).await;
-    t.cardholder("ada", "sandbox").await;
+    t.holder("ada", "sandbox").await;
     let sdk = t.sdk();
     let issue = CardsCreate {
         external_user_id: "ada".into(),
@@ -280,6 +363,7 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     let seen = sdk.orders_check(&order_id).await.unwrap();
     assert_eq!(seen.order_id, order_id);
 
+    // Raw: checks that failed_at is left out, not written as null.
     let done = t.wait_order(&order_id).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["issue_status"], "completed");
@@ -323,16 +407,22 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     );
 
     // The fee is in the master history with its order and card.
-    let txs = t.ok("project/txs", json!({"type": "card_issue"})).await;
-    assert_eq!(txs["total"], 1);
-    let fee = &txs["items"][0];
+    let txs = sdk
+        .project_txs(&ProjectTxs {
+            types: vec!["card_issue".into()],
+            ..ProjectTxs::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(txs.total, 1);
+    let fee = &txs.items[0];
     assert_eq!(
-        (fee["amount"].as_str(), fee["balance_after"].as_str()),
-        (Some("-2.00"), Some("98.00"))
+        (fee.amount.as_str(), fee.balance_after.as_str()),
+        ("-2.00", "98.00")
     );
     assert_eq!(
-        (&fee["order_id"], &fee["card_id"]),
-        (&json!(order_id), &json!(card_id))
+        (fee.order_id.as_deref(), fee.card_id.as_deref()),
+        (Some(order_id.as_str()), Some(card_id.as_str()))
     );
     assert_eq!(t.balance().await, "98.00");
 
@@ -366,6 +456,8 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
 
 both_backends!(issue_errors_in_spec_order, |t: TestServer| async move {
     t.deposit(&t.creds.project_id, 3_000_000).await;
+    let sdk = t.sdk();
+    // Raw: requests without the idempotency key or the external_user_id.
     let create = |body: Value| async { t.call("cards/create", body).await };
     let slug = |r: (u16, Value)| {
         (
@@ -381,52 +473,74 @@ both_backends!(issue_errors_in_spec_order, |t: TestServer| async move {
         slug(create(json!({"product_code": "virtual_usd", "idempotency_key": "e1"})).await),
         (400, "external_user_id_required".into())
     );
-    assert_eq!(
-        slug(
-            create(
-                json!({"external_user_id": "ada", "product_code": "nope", "idempotency_key": "e2"})
-            )
-            .await
-        ),
-        (404, "product_not_found".into())
+    api_error(t.issue("ada", "nope", "e2").await, 404, "product_not_found");
+    api_error(
+        t.issue("ghost", "virtual_usd", "e3").await,
+        404,
+        "cardholder_not_found",
     );
-    assert_eq!(slug(create(json!({"external_user_id": "ghost", "product_code": "virtual_usd", "idempotency_key": "e3"})).await), (404, "cardholder_not_found".into()));
     // A user without a cardholder under the product's subprovider.
-    t.cardholder("ada", "sandbox_restricted").await;
-    assert_eq!(slug(create(json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "e4"})).await), (404, "cardholder_not_found".into()));
+    t.holder("ada", "sandbox_restricted").await;
+    api_error(
+        t.issue("ada", "virtual_usd", "e4").await,
+        404,
+        "cardholder_not_found",
+    );
     // A cardholder whose KYC was never submitted.
-    t.ok(
-        "cardholders/create",
-        json!({"external_user_id": "bob", "subprovider_code": "sandbox"}),
-    )
-    .await;
-    assert_eq!(slug(create(json!({"external_user_id": "bob", "product_code": "virtual_usd", "idempotency_key": "e5"})).await), (400, "kyc_required".into()));
-    t.cardholder("cy", "sandbox").await;
-    assert_eq!(slug(create(json!({"external_user_id": "cy", "product_code": "virtual_usd_retired", "idempotency_key": "e6"})).await), (422, "product_not_active".into()));
-    let mut rejected = kyc();
-    rejected["last_name"] = json!("Reject");
-    t.ok(
-        "cardholders/create",
-        json!({"external_user_id": "rex", "subprovider_code": "sandbox", "kyc_data": rejected}),
-    )
-    .await;
-    assert_eq!(slug(create(json!({"external_user_id": "rex", "product_code": "virtual_usd", "idempotency_key": "e7"})).await), (422, "cardholder_not_ready".into()));
+    sdk.cardholders_create(&holder_without_kyc("bob"))
+        .await
+        .unwrap();
+    api_error(
+        t.issue("bob", "virtual_usd", "e5").await,
+        400,
+        "kyc_required",
+    );
+    t.holder("cy", "sandbox").await;
+    api_error(
+        t.issue("cy", "virtual_usd_retired", "e6").await,
+        422,
+        "product_not_active",
+    );
+    sdk.cardholders_create(&CardholdersCreate {
+        kyc_data: Some(kyc_named("Reject")),
+        ..holder_without_kyc("rex")
+    })
+    .await
+    .unwrap();
+    api_error(
+        t.issue("rex", "virtual_usd", "e7").await,
+        422,
+        "cardholder_not_ready",
+    );
     // kyc_data on cards/create is submitted first: bob becomes ready and gets a card.
-    let (s, v) = create(json!({"external_user_id": "bob", "product_code": "virtual_usd", "idempotency_key": "e8", "kyc_data": kyc()})).await;
-    assert_eq!(s, 200, "{v}");
+    sdk.cards_create(
+        &CardsCreate {
+            external_user_id: "bob".into(),
+            product_code: "virtual_usd".into(),
+            kyc_data: Some(kyc_named("Lovelace")),
+            ..CardsCreate::default()
+        },
+        "e8",
+    )
+    .await
+    .unwrap();
     assert_eq!(t.balance().await, "1.00");
     // 1.00 left: below the 2.00 fee, and nothing is charged.
-    assert_eq!(slug(create(json!({"external_user_id": "cy", "product_code": "virtual_usd", "idempotency_key": "e9"})).await), (403, "insufficient_funds".into()));
+    api_error(
+        t.issue("cy", "virtual_usd", "e9").await,
+        403,
+        "insufficient_funds",
+    );
     assert_eq!(t.balance().await, "1.00");
     // A failed request releases its key: the same key works once funds arrive.
     t.deposit(&t.creds.project_id, 5_000_000).await;
-    let (s, _) = create(
-        json!({"external_user_id": "cy", "product_code": "virtual_usd", "idempotency_key": "e9"}),
-    )
-    .await;
-    assert_eq!(s, 200);
+    t.issue("cy", "virtual_usd", "e9").await.unwrap();
     // Same key, different parameters.
-    assert_eq!(slug(create(json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "e9"})).await), (400, "idempotency_conflict".into()));
+    api_error(
+        t.issue("ada", "virtual_usd", "e9").await,
+        400,
+        "idempotency_conflict",
+    );
     t.verify_ledger().await;
 });
 
@@ -475,22 +589,27 @@ async fn unusable_products_answer_pricing_and_limit_errors() {
             continue;
         };
         t.deposit(&t.creds.project_id, 10_000_000).await;
-        t.cardholder("ada", "sandbox").await;
-        let (s, v) = t.create_card("ada", "bad_pricing", "p1").await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("invalid_pricing")),
-            "{v}"
+        t.holder("ada", "sandbox").await;
+        api_error(
+            t.issue("ada", "bad_pricing", "p1").await,
+            422,
+            "invalid_pricing",
         );
-        let (s, v) = t.create_card("ada", "bad_limits", "p2").await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("card_product_limits_invalid")),
-            "{v}"
+        api_error(
+            t.issue("ada", "bad_limits", "p2").await,
+            422,
+            "card_product_limits_invalid",
         );
-        let (s, v) = t.create_card("ada", "good", "p3").await;
-        assert_eq!(s, 200, "{v}");
+        t.issue("ada", "good", "p3").await.unwrap();
         assert_eq!(t.balance().await, "9.00");
+    }
+}
+
+fn sorted(sort_by: &str, sort_dir: &str) -> ListQuery {
+    ListQuery {
+        sort_by: Some(sort_by.into()),
+        sort_dir: Some(sort_dir.into()),
+        ..ListQuery::default()
     }
 }
 
@@ -513,26 +632,37 @@ async fn provider_failures_refund_or_retry() {
             continue;
         };
         t.deposit(&t.creds.project_id, 10_000_000).await;
-        t.cardholder("ada", "sandbox").await;
-        let (_, v) = t.create_card("ada", "virtual_usd", "f1").await;
-        let order = t.wait_order(v["order"]["order_id"].as_str().unwrap()).await;
-        assert_eq!(order["status"], "failed", "{order}");
-        assert_eq!(order["issue_status"], "card_create_error");
-        assert_eq!(order["last_error_slug"], "provider_error");
-        assert!(order["last_error"].as_str().is_some_and(|m| !m.is_empty()));
-        assert!(order["failed_at"].is_string());
-        assert_eq!(order["balance_after"], "10.00");
+        let sdk = t.sdk();
+        t.holder("ada", "sandbox").await;
+        let v = t.issue("ada", "virtual_usd", "f1").await.unwrap();
+        let order = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(order.status, "failed", "{order:?}");
+        assert_eq!(order.issue_status.as_deref(), Some("card_create_error"));
+        assert_eq!(order.last_error_slug.as_deref(), Some("provider_error"));
+        assert!(order.last_error.as_ref().is_some_and(|m| !m.is_empty()));
+        assert!(order.failed_at.is_some());
+        assert_eq!(
+            order.balance_after.as_ref().map(|d| d.as_str()),
+            Some("10.00")
+        );
         assert_eq!(t.balance().await, "10.00");
-        let refunds = t.ok("project/txs", json!({"type": "refund"})).await;
-        assert_eq!(refunds["items"][0]["amount"], "2.00");
-        assert_eq!(refunds["items"][0]["order_id"], v["order"]["order_id"]);
-        let card = t
-            .ok(
-                "cards/get",
-                json!({"card_id": v["card_id"], "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(card["status"], "failed");
+        let refunds = sdk
+            .project_txs(&ProjectTxs {
+                types: vec!["refund".into()],
+                ..ProjectTxs::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(refunds.items[0].amount.as_str(), "2.00");
+        assert_eq!(
+            refunds.items[0].order_id.as_deref(),
+            Some(v.order.order_id.as_str())
+        );
+        let card = sdk
+            .cards_get(&CardRef::new(&v.card_id, "ada"))
+            .await
+            .unwrap();
+        assert_eq!(card.status, "failed");
         t.verify_ledger().await;
 
         // Transient failures are retried until the provider answers.
@@ -545,10 +675,10 @@ async fn provider_failures_refund_or_retry() {
         };
         let t = TestServer::start_with(backend, config).await.unwrap();
         t.deposit(&t.creds.project_id, 10_000_000).await;
-        t.cardholder("ada", "sandbox").await;
-        let (_, v) = t.create_card("ada", "virtual_usd", "r1").await;
-        let order = t.wait_order(v["order"]["order_id"].as_str().unwrap()).await;
-        assert_eq!(order["status"], "completed", "{order}");
+        t.holder("ada", "sandbox").await;
+        let v = t.issue("ada", "virtual_usd", "r1").await.unwrap();
+        let order = t.sdk().wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(order.status, "completed", "{order:?}");
         assert_eq!(t.balance().await, "8.00");
     }
 }
@@ -556,20 +686,21 @@ async fn provider_failures_refund_or_retry() {
 both_backends!(parallel_issues_never_overdraw, |t: TestServer| async move {
     t.deposit(&t.creds.project_id, 4_000_000).await;
     for i in 0..10 {
-        t.cardholder(&format!("u{i}"), "sandbox").await;
+        t.holder(&format!("u{i}"), "sandbox").await;
     }
     let calls = (0..10).map(|i| {
         let t = &t;
         async move {
-            t.create_card(&format!("u{i}"), "virtual_usd", &format!("p{i}"))
+            t.issue(&format!("u{i}"), "virtual_usd", &format!("p{i}"))
                 .await
         }
     });
     let results = futures::future::join_all(calls).await;
-    let ok = results.iter().filter(|(s, _)| *s == 200).count();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
     let refused = results
         .iter()
-        .filter(|(s, v)| *s == 403 && v["error_slug"] == "insufficient_funds")
+        .filter_map(|r| r.as_ref().err())
+        .filter(|e| e.status() == Some(403) && e.slug() == Some("insufficient_funds"))
         .count();
     assert_eq!((ok, refused), (2, 8), "{results:?}");
     assert_eq!(t.balance().await, "0.00");
@@ -588,19 +719,18 @@ both_backends!(
                 .extend(extra.as_object().unwrap().clone());
             b
         };
+        // Raw: the whole answer, compared exactly.
         let v = t.ok("cards/freeze", r(json!({}))).await;
         assert_eq!(
             v,
             json!({"success": true, "card_id": card_id, "status": "frozen"})
         );
-        t.expect_error(
-            "cards/freeze",
-            r(json!({})),
+        let sdk = t.sdk();
+        api_error(
+            sdk.cards_freeze(&CardsFreeze::new(&card_id)).await,
             422,
             "invalid_status_transition",
-        )
-        .await;
-        let sdk = t.sdk();
+        );
         let card = sdk.cards_get(&CardRef::new(&card_id, "ada")).await.unwrap();
         assert_eq!(card.status, "frozen");
         assert!(card.frozen_at.is_some());
@@ -612,13 +742,11 @@ both_backends!(
             .await
             .unwrap();
         assert_eq!(v.status, "active");
-        t.expect_error(
-            "cards/unfreeze",
-            r(json!({})),
+        api_error(
+            sdk.cards_unfreeze(&CardsFreeze::new(&card_id)).await,
             422,
             "invalid_status_transition",
-        )
-        .await;
+        );
 
         // Each change wrote a status-change order and its event.
         let events = t.events(&t.creds.project_id).await;
@@ -635,27 +763,23 @@ both_backends!(
         assert_eq!(order.data, json!({"from": "active", "to": "frozen"}));
 
         // A card still being issued cannot be frozen.
-        t.ok(
-            "cardholders/create",
-            json!({"external_user_id": "bo", "subprovider_code": "sandbox", "kyc_data": kyc()}),
-        )
-        .await;
-        let (_, pending) = t.create_card("bo", "virtual_usd", "b1").await;
-        let (s, v) = t
-            .call("cards/freeze", json!({"card_id": pending["card_id"]}))
-            .await;
+        t.holder("bo", "sandbox").await;
+        let pending = t.issue("bo", "virtual_usd", "b1").await.unwrap();
+        let res = sdk.cards_freeze(&CardsFreeze::new(&pending.card_id)).await;
         // It may already have been issued by the worker; either way the rule holds.
-        assert!(
-            s == 200 || (s == 422 && v["error_slug"] == "invalid_status_transition"),
-            "{v}"
-        );
-        t.expect_error(
-            "cards/freeze",
-            json!({"card_id": "000000000000000000000000"}),
+        if let Err(e) = &res {
+            assert_eq!(
+                (e.status(), e.slug()),
+                (Some(422), Some("invalid_status_transition")),
+                "{e}"
+            );
+        }
+        api_error(
+            sdk.cards_freeze(&CardsFreeze::new("000000000000000000000000"))
+                .await,
             404,
             "card_not_found",
-        )
-        .await;
+        );
     }
 );
 
@@ -664,8 +788,13 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, 10_000_000).await;
         let card_id = t.active_card("ada", "virtual_usd").await;
-        t.ok("users/create", json!({"external_user_id": "eve"}))
-            .await;
+        let sdk = t.sdk();
+        sdk.users_create(&UsersCreate {
+            external_user_id: "eve".into(),
+        })
+        .await
+        .unwrap();
+        // Raw: requests without external_user_id.
         for path in ["cards/get", "cards/balance", "cards/details"] {
             t.expect_error(
                 path,
@@ -674,51 +803,36 @@ both_backends!(
                 "external_user_id_required",
             )
             .await;
-            t.expect_error(
-                path,
-                json!({"card_id": card_id, "external_user_id": "eve"}),
-                422,
-                "card_user_mismatch",
-            )
-            .await;
-            t.expect_error(
-                path,
-                json!({"card_id": card_id, "external_user_id": "nobody"}),
-                404,
-                "card_not_found",
-            )
-            .await;
-            t.expect_error(
-                path,
-                json!({"card_id": "000000000000000000000000", "external_user_id": "ada"}),
-                404,
-                "card_not_found",
-            )
-            .await;
         }
-        t.expect_error(
-            "cards/freeze",
-            json!({"card_id": card_id, "external_user_id": "eve"}),
+        for (card, user, status, slug) in [
+            (card_id.as_str(), "eve", 422, "card_user_mismatch"),
+            (card_id.as_str(), "nobody", 404, "card_not_found"),
+            ("000000000000000000000000", "ada", 404, "card_not_found"),
+        ] {
+            let r = CardRef::new(card, user);
+            api_error(sdk.cards_get(&r).await, status, slug);
+            api_error(sdk.cards_balance(&r).await, status, slug);
+            api_error(sdk.cards_details(&r).await, status, slug);
+        }
+        api_error(
+            sdk.cards_freeze(&CardsFreeze {
+                external_user_id: Some("eve".into()),
+                ..CardsFreeze::new(&card_id)
+            })
+            .await,
             422,
             "card_user_mismatch",
-        )
-        .await;
+        );
 
         let restricted = t.active_card("rita", "virtual_usd_restricted").await;
-        t.expect_error(
-            "cards/details",
-            json!({"card_id": restricted, "external_user_id": "rita"}),
+        let by_rita = CardRef::new(&restricted, "rita");
+        api_error(
+            sdk.cards_details(&by_rita).await,
             422,
             "card_details_plaintext_unavailable",
-        )
-        .await;
-        let v = t
-            .ok(
-                "cards/get",
-                json!({"card_id": restricted, "external_user_id": "rita"}),
-            )
-            .await;
-        assert_eq!(v["status"], "active");
+        );
+        let v = sdk.cards_get(&by_rita).await.unwrap();
+        assert_eq!(v.status, "active");
     }
 );
 
@@ -829,13 +943,15 @@ both_backends!(cards_find_filters_and_sorting, |t: TestServer| async move {
         page.items[0].card_id, b,
         "frozen card first, unfrozen (null) last"
     );
-    t.expect_error(
-        "cards/find",
-        json!({"sort_by": "pan"}),
+    api_error(
+        sdk.cards_find(&CardsFind {
+            page: sorted(Some("pan"), None),
+            ..CardsFind::default()
+        })
+        .await,
         400,
         "validation_error",
-    )
-    .await;
+    );
 });
 
 both_backends!(
@@ -843,59 +959,40 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, 10_000_000).await;
         let card_id = t.active_card("ada", "virtual_usd").await;
-        let other = t.new_project("other").await;
+        let other_creds = t.new_project("other").await;
+        let other = t.sdk_as(&other_creds);
         // The other project has its own user with the same external id.
-        let (s, _) = t
-            .call_as(&other, "users/create", json!({"external_user_id": "ada"}))
-            .await;
-        assert_eq!(s, 200);
-        for path in ["cards/get", "cards/balance", "cards/details"] {
-            let (s, v) = t
-                .call_as(
-                    &other,
-                    path,
-                    json!({"card_id": card_id, "external_user_id": "ada"}),
-                )
-                .await;
-            assert_eq!(
-                (s, v["error_slug"].as_str()),
-                (404, Some("card_not_found")),
-                "{path}"
-            );
-        }
-        for path in ["cards/freeze", "cards/unfreeze"] {
-            let (s, v) = t.call_as(&other, path, json!({"card_id": card_id})).await;
-            assert_eq!(
-                (s, v["error_slug"].as_str()),
-                (404, Some("card_not_found")),
-                "{path}"
-            );
-        }
+        other
+            .users_create(&UsersCreate {
+                external_user_id: "ada".into(),
+            })
+            .await
+            .unwrap();
+        let by_ada = CardRef::new(&card_id, "ada");
+        api_error(other.cards_get(&by_ada).await, 404, "card_not_found");
+        api_error(other.cards_balance(&by_ada).await, 404, "card_not_found");
+        api_error(other.cards_details(&by_ada).await, 404, "card_not_found");
+        let r = CardsFreeze::new(&card_id);
+        api_error(other.cards_freeze(&r).await, 404, "card_not_found");
+        api_error(other.cards_unfreeze(&r).await, 404, "card_not_found");
+        // Raw: the singular `card_id` filter name.
         let (_, v) = t
-            .call_as(&other, "cards/find", json!({"card_id": card_id}))
+            .call_as(&other_creds, "cards/find", json!({"card_id": card_id}))
             .await;
         assert_eq!(v["total"], 0);
-        let (_, v) = t.call_as(&other, "cardholders/find", json!({})).await;
-        assert_eq!(v["total"], 0);
+        let v = other
+            .cardholders_find(&CardholdersFind::default())
+            .await
+            .unwrap();
+        assert_eq!(v.total, 0);
         let order_id = t.events(&t.creds.project_id).await[0]
             .order_id
             .clone()
             .unwrap();
-        let (s, v) = t
-            .call_as(&other, "orders/check", json!({"order_id": order_id}))
-            .await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (404, Some("order_not_found"))
-        );
+        api_error(other.orders_check(&order_id).await, 404, "order_not_found");
         // The card is untouched.
-        let v = t
-            .ok(
-                "cards/get",
-                json!({"card_id": card_id, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(v["status"], "active");
+        let v = t.sdk().cards_get(&by_ada).await.unwrap();
+        assert_eq!(v.status, "active");
     }
 );
 
@@ -907,24 +1004,24 @@ both_backends!(
         t.deposit(&t.creds.project_id, 100_000_000).await;
         let n = 16;
         for i in 0..n {
-            t.cardholder(&format!("w{i}"), "sandbox").await;
+            t.holder(&format!("w{i}"), "sandbox").await;
         }
         let calls = (0..n).map(|i| {
             let t = &t;
             async move {
-                t.create_card(&format!("w{i}"), "virtual_usd", &format!("w{i}"))
+                t.issue(&format!("w{i}"), "virtual_usd", &format!("w{i}"))
                     .await
             }
         });
         let created = futures::future::join_all(calls).await;
         let mut order_ids = Vec::new();
-        for (s, v) in &created {
-            assert_eq!(*s, 200, "{v}");
-            order_ids.push(v["order"]["order_id"].as_str().unwrap().to_owned());
+        for v in created {
+            order_ids.push(v.unwrap().order.order_id);
         }
+        let sdk = t.sdk();
         for id in &order_ids {
-            let o = t.wait_order(id).await;
-            assert_eq!(o["status"], "completed", "{o}");
+            let o = sdk.wait_order(id, WAIT).await.unwrap();
+            assert_eq!(o.status, "completed", "{o:?}");
         }
         let mut conn = t.store.conn().await.unwrap();
         for id in &order_ids {
@@ -951,24 +1048,18 @@ async fn production_mode_never_issues_sandbox_cards() {
         .unwrap();
     t.deposit(&t.creds.project_id, 10_000_000).await;
     // Production KYC is reviewed asynchronously; mark this cardholder approved directly.
-    let v = t
-        .ok(
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
-        )
-        .await;
-    assert_eq!(v["kyc_status"], "pending");
+    let v = t.holder("ada", "sandbox").await;
+    assert_eq!(v.kyc_status, "pending");
     sqlx::query("UPDATE cardholders SET registration_status = 'active', kyc_status = 'approved' WHERE id = $1")
-        .bind(v["cardholder_id"].as_str().unwrap())
+        .bind(&v.cardholder_id)
         .execute(t.store.pool())
         .await
         .unwrap();
-    let (s, v) = t.create_card("ada", "virtual_usd", "prod-1").await;
-    assert_eq!(s, 200, "{v}");
-    let order = t.wait_order(v["order"]["order_id"].as_str().unwrap()).await;
+    let v = t.issue("ada", "virtual_usd", "prod-1").await.unwrap();
+    let order = t.sdk().wait_order(&v.order.order_id, WAIT).await.unwrap();
     assert_eq!(
-        (order["status"].as_str(), order["last_error_slug"].as_str()),
-        (Some("failed"), Some("provider_error"))
+        (order.status.as_str(), order.last_error_slug.as_deref()),
+        ("failed", Some("provider_error"))
     );
     assert_eq!(t.balance().await, "10.00", "the fee was refunded");
 }
@@ -976,24 +1067,29 @@ async fn production_mode_never_issues_sandbox_cards() {
 both_backends!(
     kyc_given_on_cards_create_stands_when_the_card_is_refused,
     |t: TestServer| async move {
-        t.ok(
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox"}),
-        )
-        .await;
+        let sdk = t.sdk();
+        sdk.cardholders_create(&holder_without_kyc("ada"))
+            .await
+            .unwrap();
         // No funds: the card is refused, but the KYC submission happened first.
-        let (s, v) = t.call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "k", "kyc_data": kyc()})).await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (403, Some("insufficient_funds")),
-            "{v}"
-        );
-        let h = t
-            .ok(
-                "cardholders/get",
-                json!({"external_user_id": "ada", "subprovider_code": "sandbox"}),
+        api_error(
+            sdk.cards_create(
+                &CardsCreate {
+                    external_user_id: "ada".into(),
+                    product_code: "virtual_usd".into(),
+                    kyc_data: Some(kyc_named("Lovelace")),
+                    ..CardsCreate::default()
+                },
+                "k",
             )
-            .await;
-        assert_eq!(h["kyc_status"], "approved");
+            .await,
+            403,
+            "insufficient_funds",
+        );
+        let h = sdk
+            .cardholders_get(&CardholdersGet::by_user("ada", "sandbox"))
+            .await
+            .unwrap();
+        assert_eq!(h.kyc_status, "approved");
     }
 );

@@ -7,8 +7,34 @@ mod common;
 use common::cards::kyc;
 use common::process::ServeProcess;
 use common::{Creds, TestDb, TestServer};
+use issuing_client::{
+    CardRef, CardholdersCreate, CardsCreate, CardsFreeze, Client, CreateCardResponse, WhSubscribe,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// An approved sandbox cardholder `ada` and her virtual_usd card order.
+async fn issue_for_ada(sdk: &Client, key: &str, initial_topup: Option<&str>) -> CreateCardResponse {
+    sdk.cardholders_create(&CardholdersCreate {
+        external_user_id: "ada".into(),
+        subprovider_code: "sandbox".into(),
+        kyc_data: Some(serde_json::from_value(kyc()).unwrap()),
+        ..CardholdersCreate::default()
+    })
+    .await
+    .unwrap();
+    sdk.cards_create(
+        &CardsCreate {
+            external_user_id: "ada".into(),
+            product_code: "virtual_usd".into(),
+            initial_topup: initial_topup.map(Into::into),
+            ..CardsCreate::default()
+        },
+        key,
+    )
+    .await
+    .unwrap()
+}
 
 both_backends!(
     sigkill_mid_issue_completes_exactly_once,
@@ -26,17 +52,9 @@ both_backends!(
             api_secret: server.banner_value("api_secret").unwrap(),
             deposit_address: String::new(),
         };
-        let (s, v) = t.call_on(&server.base,
-            &creds,
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
-        )
-        .await;
-        assert_eq!(s, 200, "{v}");
-        let (s, v) = t.call_on(&server.base, &creds, "cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "crash-1"})).await;
-        assert_eq!(s, 200, "{v}");
-        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
-        let card_id = v["card_id"].as_str().unwrap().to_owned();
+        let v = issue_for_ada(&t.sdk_on(&server.base, &creds), "crash-1", None).await;
+        let order_id = v.order.order_id;
+        let card_id = v.card_id;
 
         // Kill as soon as a worker holds the order (it is inside the provider call).
         let store = issuing_store::Store::connect(&db.url).await.unwrap();
@@ -64,37 +82,18 @@ both_backends!(
         assert_ne!(status, "completed", "killed too late to prove anything");
 
         let server = ServeProcess::start_with(dir.path(), &db.url, &["--config", &cfg]).await;
-        let mut order = Value::Null;
-        for _ in 0..300 {
-            let (_, v) = t
-                .call_on(
-                    &server.base,
-                    &creds,
-                    "orders/check",
-                    json!({"order_id": order_id}),
-                )
-                .await;
-            if v["status"] == "completed" || v["status"] == "failed" {
-                order = v;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(order["status"], "completed", "{order}");
-        let (_, card) = t
-            .call_on(
-                &server.base,
-                &creds,
-                "cards/get",
-                json!({"card_id": card_id, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(card["status"], "active");
-        let (_, bal) = t
-            .call_on(&server.base, &creds, "project/balance", json!({}))
-            .await;
+        let sdk = t.sdk_on(&server.base, &creds);
+        let order = sdk
+            .wait_order(&order_id, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(order.status, "completed", "{order:?}");
+        let card = sdk.cards_get(&CardRef::new(&card_id, "ada")).await.unwrap();
+        assert_eq!(card.status, "active");
+        let bal = sdk.project_balance().await.unwrap();
         assert_eq!(
-            bal["available"], "998.00",
+            bal.available.as_str(),
+            "998.00",
             "the fee was charged exactly once"
         );
         server.kill().await;
@@ -139,36 +138,29 @@ both_backends!(
         // attempts are in flight.
         rx.set(Behaviour::Status(500));
         rx.hold(Duration::from_millis(300));
-        let call = |path: &'static str, body: Value| {
-            let (t, base, creds) = (&t, server.base.clone(), creds.clone());
-            async move {
-                let (s, v) = t.call_on(&base, &creds, path, body).await;
-                assert_eq!(s, 200, "{path}: {v}");
-                v
-            }
+        let sdk = t.sdk_on(&server.base, &creds);
+        sdk.wh_subscribe(&WhSubscribe {
+            url: rx.url.clone(),
+            ..WhSubscribe::default()
+        })
+        .await
+        .unwrap();
+        let v = issue_for_ada(&sdk, "wh-crash", None).await;
+        let card_id = v.card_id;
+        // Waits (up to 10 s) for the issue, as before: the freezes need an active card.
+        let _ = sdk
+            .wait_order(&v.order.order_id, Duration::from_secs(10))
+            .await;
+        let request = CardsFreeze {
+            external_user_id: Some("ada".into()),
+            ..CardsFreeze::new(&card_id)
         };
-        call("wh/subscribe", json!({"url": rx.url})).await;
-        call(
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
-        )
-        .await;
-        let v = call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "wh-crash"})).await;
-        let card_id = v["card_id"].as_str().unwrap().to_owned();
-        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
-        for _ in 0..200 {
-            if call("orders/check", json!({"order_id": order_id})).await["status"] == "completed" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         for i in 0..10 {
-            let path = if i % 2 == 0 {
-                "cards/freeze"
+            if i % 2 == 0 {
+                sdk.cards_freeze(&request).await.unwrap();
             } else {
-                "cards/unfreeze"
-            };
-            call(path, json!({"card_id": card_id, "external_user_id": "ada"})).await;
+                sdk.cards_unfreeze(&request).await.unwrap();
+            }
         }
         let store = issuing_store::Store::connect(&db.url).await.unwrap();
         let count = |sql: &'static str| {
@@ -237,27 +229,16 @@ both_backends!(
             deposit_address: String::new(),
         };
         let base = server.base.clone();
-        let call = |path: &'static str, body: Value| {
-            let (t, base, creds) = (&t, base.clone(), creds.clone());
-            async move { t.call_on(&base, &creds, path, body).await }
-        };
-        call(
-            "cardholders/create",
-            json!({"external_user_id": "ada", "subprovider_code": "sandbox", "kyc_data": kyc()}),
-        )
-        .await;
-        let (_, v) = call("cards/create", json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "c1",
-            "initial_topup": "500"})).await;
-        let card_id = v["card_id"].as_str().unwrap().to_owned();
-        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
-        for _ in 0..200 {
-            if call("orders/check", json!({"order_id": order_id})).await.1["status"] == "completed"
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        // Auths, clears and reversals from 8 clients while the server is killed.
+        let sdk = t.sdk_on(&base, &creds);
+        let v = issue_for_ada(&sdk, "c1", Some("500")).await;
+        let card_id = v.card_id;
+        // Waits (up to 10 s) for the issue, as before.
+        let _ = sdk
+            .wait_order(&v.order.order_id, Duration::from_secs(10))
+            .await;
+        // Auths, clears and reversals from 8 clients while the server is killed. Raw:
+        // each client needs a short timeout and stops at the first call without an
+        // answer (the server is gone).
         let mut load = Vec::new();
         for c in 0..8 {
             let (base, creds, card_id) = (base.clone(), creds.clone(), card_id.clone());
@@ -331,22 +312,18 @@ both_backends!(
         drop(conn);
         // The restarted server answers with the same books.
         let server = ServeProcess::start(dir.path(), &db.url).await;
-        let (s, b) = t
-            .call_on(
-                &server.base,
-                &creds,
-                "cards/balance",
-                json!({"card_id": card_id, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{b}");
+        let b = t
+            .sdk_on(&server.base, &creds)
+            .cards_balance(&CardRef::new(&card_id, "ada"))
+            .await
+            .unwrap();
         let (held,): (i64,) =
             sqlx::query_as("SELECT CAST(COALESCE(SUM(held), 0) AS BIGINT) FROM card_transactions")
                 .fetch_one(store.pool())
                 .await
                 .unwrap();
         assert_eq!(
-            b["pending"].as_str().unwrap(),
+            b.pending.as_str(),
             issuing_wire::Amount::from_micros(held).to_string()
         );
         server.kill().await;

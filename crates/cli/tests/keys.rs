@@ -6,7 +6,8 @@
 mod common;
 
 use common::receiver::{Behaviour, Receiver};
-use common::{Creds, TestServer};
+use common::{api_error, Creds, TestServer};
+use issuing_client::{CardsCreate, CardsFreeze, WhSubscribe};
 use issuing_server::projects::{self as admin, AdminError};
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
@@ -34,10 +35,13 @@ impl TestServer {
 
     /// The HTTP status and error slug (None on success) of a call with `creds` on `base`.
     async fn status_on(&self, base: &str, creds: &Creds) -> (u16, Option<String>) {
-        let (s, v) = self
-            .call_on(base, creds, "project/balance", json!({}))
-            .await;
-        (s, v["error_slug"].as_str().map(str::to_owned))
+        match self.sdk_on(base, creds).project_balance().await {
+            Ok(_) => (200, None),
+            Err(e) => (
+                e.status().unwrap_or_else(|| panic!("{e}")),
+                e.slug().map(str::to_owned),
+            ),
+        }
     }
 
     /// Asserts that calls with `creds` on `base` get `want`, allowing the servers' key
@@ -73,6 +77,15 @@ impl TestServer {
     }
 }
 
+/// A subscription of every event type to `url`, titled "test".
+fn subscription(url: &str) -> WhSubscribe {
+    WhSubscribe {
+        url: url.into(),
+        title: Some("test".into()),
+        ..WhSubscribe::default()
+    }
+}
+
 fn ok() -> (u16, Option<String>) {
     (200, None)
 }
@@ -104,9 +117,9 @@ both_backends!(
         // Both work during the grace period, and reach the same project.
         t.expect_status(&t.base, &old, ok()).await;
         t.expect_status(&t.base, &new, ok()).await;
-        let (_, a) = t.call_as(&old, "project/wallet/trc20", json!({})).await;
-        let (_, b) = t.call_as(&new, "project/wallet/trc20", json!({})).await;
-        assert_eq!(a["usdt_trc20"], b["usdt_trc20"]);
+        let a = t.sdk_as(&old).project_wallet_trc20().await.unwrap();
+        let b = t.sdk_as(&new).project_wallet_trc20().await.unwrap();
+        assert_eq!(a.usdt_trc20, b.usdt_trc20);
 
         let keys = admin::list_keys(&t.store, &old.project_id).await.unwrap();
         assert_eq!(keys.len(), 2);
@@ -237,11 +250,7 @@ both_backends!(
             t.expect_status(base, &rotated, no_access()).await;
             t.expect_status(base, &other, ok()).await;
         }
-        let (s, v) = t.call("system/health", json!({})).await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (403, Some("api_key_invalid"))
-        );
+        api_error(t.sdk().system_health().await, 403, "api_key_invalid");
         // Suspending twice is harmless.
         let before = admin::set_project_status(&t.store, &t.creds.project_id, admin::SUSPENDED)
             .await
@@ -282,14 +291,30 @@ both_backends_with!(
     |t: TestServer| async move {
         let project = t.creds.project_id.clone();
         t.deposit(&project, 100_000_000).await;
-        t.cardholder("ada", "sandbox").await;
+        let sdk = t.sdk();
+        sdk.cardholders_create(&issuing_client::CardholdersCreate {
+            external_user_id: "ada".into(),
+            subprovider_code: "sandbox".into(),
+            kyc_data: Some(serde_json::from_value(common::cards::kyc()).unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
         let rx = Receiver::start(&t.creds.api_secret).await;
         rx.set(Behaviour::Status(500));
-        t.ok("wh/subscribe", json!({"url": rx.url, "title": "test"}))
-            .await;
-        let (s, v) = t.create_card("ada", "virtual_usd", "issue-ada").await;
-        assert_eq!(s, 200, "{v}");
-        let order = v["order"]["order_id"].as_str().unwrap().to_owned();
+        sdk.wh_subscribe(&subscription(&rx.url)).await.unwrap();
+        let v = sdk
+            .cards_create(
+                &CardsCreate {
+                    external_user_id: "ada".into(),
+                    product_code: "virtual_usd".into(),
+                    ..CardsCreate::default()
+                },
+                "issue-ada",
+            )
+            .await
+            .unwrap();
+        let order = v.order.order_id;
         admin::set_project_status(&t.store, &project, admin::SUSPENDED)
             .await
             .unwrap();
@@ -351,21 +376,18 @@ both_backends!(
         // Receivers that switched to the new secret, and one that did not.
         let rx = Receiver::start(&new.api_secret).await;
         let stale = Receiver::start(&old.api_secret).await;
+        let old_sdk = t.sdk_as(&old);
         for url in [&rx.url, &stale.url] {
             // The old key still works during the grace period.
-            let (s, v) = t
-                .call_as(&old, "wh/subscribe", json!({"url": url, "title": "test"}))
-                .await;
-            assert_eq!(s, 200, "{v}");
+            old_sdk.wh_subscribe(&subscription(url)).await.unwrap();
         }
-        let (s, v) = t
-            .call_as(
-                &old,
-                "cards/freeze",
-                json!({"card_id": card, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{v}");
+        old_sdk
+            .cards_freeze(&CardsFreeze {
+                external_user_id: Some("ada".into()),
+                ..CardsFreeze::new(&card)
+            })
+            .await
+            .unwrap();
         rx.wait_until("the freeze", WAIT, |r| !r.is_empty()).await;
         stale
             .wait_until("the freeze", WAIT, |r| !r.is_empty())

@@ -7,11 +7,64 @@
 mod common;
 
 use common::cards::kyc;
-use common::{Creds, TestServer};
-use issuing_client::{CardsTopup, ListQuery, ProjectTx, ProjectTxs};
+use common::{api_error, Creds, TestServer};
+use issuing_client::{
+    CardRef, CardholdersCreate, CardsCreate, CardsFreeze, CardsTopup, Client, ClientError,
+    CreateCardResponse, Decimal, ListQuery, Order, ProjectTx, ProjectTxs, UsersCreate,
+};
 use issuing_wire::Amount;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cards/topup or cards/withdraw request (the key is the SDK call's argument).
+fn topup_req(card: &str, amount: &str) -> CardsTopup {
+    CardsTopup {
+        card_id: card.into(),
+        amount: amount.into(),
+        ..CardsTopup::default()
+    }
+}
+
+/// An optional decimal of an order, as text.
+fn text(d: &Option<Decimal>) -> Option<&str> {
+    d.as_ref().map(Decimal::as_str)
+}
+
+/// A sandbox cardholder with KYC data whose last name is `last_name`.
+fn holder(user: &str, last_name: &str) -> CardholdersCreate {
+    let mut k = kyc();
+    k["last_name"] = json!(last_name);
+    CardholdersCreate {
+        external_user_id: user.into(),
+        subprovider_code: "sandbox".into(),
+        kyc_data: Some(serde_json::from_value(k).unwrap()),
+        ..CardholdersCreate::default()
+    }
+}
+
+/// A virtual_usd card of `user`, with an initial topup when given.
+fn issue(user: &str, initial_topup: Option<&str>) -> CardsCreate {
+    CardsCreate {
+        external_user_id: user.into(),
+        product_code: "virtual_usd".into(),
+        initial_topup: initial_topup.map(Into::into),
+        ..CardsCreate::default()
+    }
+}
+
+/// The card_topup lines of project/txs.
+async fn topup_lines(sdk: &Client) -> u64 {
+    sdk.project_txs(&ProjectTxs {
+        types: vec!["card_topup".into()],
+        ..ProjectTxs::default()
+    })
+    .await
+    .unwrap()
+    .total
+}
 
 /// Micro-units of a decimal string.
 fn m(s: &str) -> i64 {
@@ -74,32 +127,35 @@ both_backends!(
         let card = t.active_card("ada", "virtual_usd").await;
         assert_eq!(t.balance().await, "198.00");
 
-        let (status, v) = t.topup(&card, json!("100"), "t1").await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["success"], true);
-        assert_eq!(v["order_type"], "card_topup", "{v}");
-        assert_eq!(v["status"], "new");
-        assert_eq!(v["topup_status"], "new");
-        assert_eq!(v["card_id"], json!(card));
-        assert_eq!(v["balance_before"], "198.00");
-        assert_eq!(v["balance_after"], "96.50");
-        assert_eq!(v["data"]["amount"], "100.00");
-        assert_eq!(v["data"]["fee"], "1.50");
-        assert_eq!(v["data"]["total"], "101.50");
+        let sdk = t.sdk();
+        // A typed answer is a `"success": true` body.
+        let v = sdk
+            .cards_topup(&topup_req(&card, "100"), "t1")
+            .await
+            .unwrap();
+        assert_eq!(v.order_type, "card_topup", "{v:?}");
+        assert_eq!(v.status, "new");
+        assert_eq!(v.topup_status.as_deref(), Some("new"));
+        assert_eq!(v.card_id.as_deref(), Some(card.as_str()));
+        assert_eq!(text(&v.balance_before), Some("198.00"));
+        assert_eq!(text(&v.balance_after), Some("96.50"));
+        assert_eq!(v.data["amount"], "100.00");
+        assert_eq!(v.data["fee"], "1.50");
+        assert_eq!(v.data["total"], "101.50");
         assert!(
-            v["issue_status"].is_null() && v["completed_at"].is_null(),
-            "{v}"
+            v.issue_status.is_none() && v.completed_at.is_none(),
+            "{v:?}"
         );
-        let id = order_id(&v);
+        let id = v.order_id.clone();
         // The master balance pays when the order is created, before the provider runs.
         assert_eq!(t.balance().await, "96.50");
 
-        let done = t.wait_order(&id).await;
-        assert_eq!(done["status"], "completed", "{done}");
-        assert_eq!(done["topup_status"], "completed");
-        assert_eq!(done["order_type"], "card_topup");
-        assert!(done["completed_at"].is_string() && done["failed_at"].is_null());
-        assert!(done["last_error_slug"].is_null(), "{done}");
+        let done = sdk.wait_order(&id, WAIT).await.unwrap();
+        assert_eq!(done.status, "completed", "{done:?}");
+        assert_eq!(done.topup_status.as_deref(), Some("completed"));
+        assert_eq!(done.order_type, "card_topup");
+        assert!(done.completed_at.is_some() && done.failed_at.is_none());
+        assert!(done.last_error_slug.is_none(), "{done:?}");
         assert_eq!(t.card_balance("ada", &card).await, "100.00");
         assert_eq!(t.balance().await, "96.50");
 
@@ -125,13 +181,14 @@ both_backends!(
         assert_eq!(topups[0].payload["order_id"], json!(id));
         assert_eq!(topups[0].card_id.as_deref(), Some(card.as_str()));
 
-        // A JSON number is an amount too; sub-cent fees are kept to the micro-unit.
+        // A JSON number is an amount too (raw, on purpose); sub-cent fees are kept to
+        // the micro-unit.
         let (status, v) = t.topup(&card, json!(20.5), "t2").await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["data"]["amount"], "20.50");
         assert_eq!(v["data"]["fee"], "0.705");
-        let done = t.wait_order(&order_id(&v)).await;
-        assert_eq!(done["status"], "completed", "{done}");
+        let done = sdk.wait_order(&order_id(&v), WAIT).await.unwrap();
+        assert_eq!(done.status, "completed", "{done:?}");
         assert_eq!(t.card_balance("ada", &card).await, "120.50");
         assert_eq!(t.balance().await, "75.295");
         t.verify_ledger().await;
@@ -144,7 +201,11 @@ both_backends!(
         t.deposit(&t.creds.project_id, m("50")).await;
         let card = t.active_card("ada", "virtual_usd").await;
         let mut model = m("48");
+        let sdk = t.sdk();
+        // Raw (below): no key, an empty key, amounts of the wrong JSON type or none, no
+        // card_id.
         let topup = |amount: Value, key: &str| json!({"card_id": card, "amount": amount, "idempotency_key": key});
+        let req = |amount: &str| topup_req(&card, amount);
 
         t.expect_error(
             "cards/topup",
@@ -161,17 +222,10 @@ both_backends!(
         )
         .await;
         // One key for every refused request: a refused request releases its key.
-        for bad in [
-            json!("abc"),
-            json!("0"),
-            json!("-5"),
-            json!("1.0000001"),
-            json!(-5),
-            json!(0),
-            json!(""),
-            json!(null),
-            json!(true),
-        ] {
+        for bad in ["abc", "0", "-5", "1.0000001", ""] {
+            api_error(sdk.cards_topup(&req(bad), "v").await, 400, "invalid_amount");
+        }
+        for bad in [json!(-5), json!(0), json!(null), json!(true)] {
             t.expect_error("cards/topup", topup(bad, "v"), 400, "invalid_amount")
                 .await;
         }
@@ -182,14 +236,16 @@ both_backends!(
             "invalid_amount",
         )
         .await;
-        let mut eur = topup(json!("10"), "v");
-        eur["currency"] = json!("EUR");
-        t.expect_error("cards/topup", eur, 422, "currency_mismatch")
-            .await;
-        let mut unknown = topup(json!("10"), "v");
-        unknown["card_id"] = json!(NO_CARD);
-        t.expect_error("cards/topup", unknown, 404, "card_not_found")
-            .await;
+        let eur = CardsTopup {
+            currency: Some("EUR".into()),
+            ..req("10")
+        };
+        api_error(sdk.cards_topup(&eur, "v").await, 422, "currency_mismatch");
+        api_error(
+            sdk.cards_topup(&topup_req(NO_CARD, "10"), "v").await,
+            404,
+            "card_not_found",
+        );
         t.expect_error(
             "cards/topup",
             json!({"amount": "10", "idempotency_key": "v"}),
@@ -197,83 +253,86 @@ both_backends!(
             "validation_error",
         )
         .await;
-        t.ok("users/create", json!({"external_user_id": "eve"}))
-            .await;
-        let mut other_user = topup(json!("10"), "v");
-        other_user["external_user_id"] = json!("eve");
-        t.expect_error("cards/topup", other_user, 422, "card_user_mismatch")
-            .await;
-        t.expect_error(
-            "cards/topup",
-            topup(json!("9.99"), "v"),
+        sdk.users_create(&UsersCreate {
+            external_user_id: "eve".into(),
+        })
+        .await
+        .unwrap();
+        let other_user = CardsTopup {
+            external_user_id: Some("eve".into()),
+            ..req("10")
+        };
+        api_error(
+            sdk.cards_topup(&other_user, "v").await,
+            422,
+            "card_user_mismatch",
+        );
+        api_error(
+            sdk.cards_topup(&req("9.99"), "v").await,
             422,
             "amount_below_minimum",
-        )
-        .await;
-        t.expect_error(
-            "cards/topup",
-            topup(json!("5000.01"), "v"),
+        );
+        api_error(
+            sdk.cards_topup(&req("5000.01"), "v").await,
             422,
             "amount_above_maximum",
-        )
-        .await;
+        );
         // Within the limits but more than the master balance holds.
-        t.expect_error(
-            "cards/topup",
-            topup(json!("5000.00"), "v"),
+        api_error(
+            sdk.cards_topup(&req("5000.00"), "v").await,
             403,
             "insufficient_funds",
-        )
-        .await;
-        t.expect_error(
-            "cards/topup",
-            topup(json!("47.53"), "v"),
+        );
+        api_error(
+            sdk.cards_topup(&req("47.53"), "v").await,
             403,
             "insufficient_funds",
-        )
-        .await;
-        t.ok("cards/freeze", json!({"card_id": card})).await;
-        t.expect_error(
-            "cards/topup",
-            topup(json!("10"), "v"),
+        );
+        sdk.cards_freeze(&CardsFreeze::new(&card)).await.unwrap();
+        api_error(
+            sdk.cards_topup(&req("10"), "v").await,
             422,
             "card_not_active",
-        )
-        .await;
-        t.ok("cards/unfreeze", json!({"card_id": card})).await;
+        );
+        sdk.cards_unfreeze(&CardsFreeze::new(&card)).await.unwrap();
 
         // Nothing above charged anything or created an order.
         assert_eq!(master(&t).await, model);
-        let txs = t.ok("project/txs", json!({"type": "card_topup"})).await;
-        assert_eq!(txs["total"], 0, "{txs}");
+        assert_eq!(topup_lines(&sdk).await, 0);
         let events = t.events(&t.creds.project_id).await;
         assert!(!events.iter().any(|e| e.event_type == "card.topup"));
 
         // USDT in any letter case; the released key works for the corrected request.
         for (currency, key) in [("usdt", "v"), ("USDT", "u2"), (" Usdt ", "u3")] {
-            let mut body = topup(json!("10"), key);
-            body["currency"] = json!(currency);
-            let v = t.ok("cards/topup", body).await;
-            assert_eq!(v["data"]["amount"], "10.00");
-            assert_eq!(v["data"]["fee"], "0.60");
+            let body = CardsTopup {
+                currency: Some(currency.into()),
+                ..req("10")
+            };
+            let v = sdk.cards_topup(&body, key).await.unwrap();
+            assert_eq!(v.data["amount"], "10.00");
+            assert_eq!(v.data["fee"], "0.60");
             model -= m("10.60");
-            assert_eq!(t.wait_order(&order_id(&v)).await["status"], "completed");
+            assert_eq!(
+                sdk.wait_order(&v.order_id, WAIT).await.unwrap().status,
+                "completed"
+            );
         }
         // The whole remaining balance, to the micro-unit: 16.20 = 15.544554 + 0.655446.
         assert_eq!(model, m("16.20"));
-        let v = t.ok("cards/topup", topup(json!("15.544554"), "all")).await;
-        assert_eq!(v["data"]["fee"], "0.655446");
-        t.expect_error(
-            "cards/topup",
-            topup(json!("10"), "after"),
+        let v = sdk.cards_topup(&req("15.544554"), "all").await.unwrap();
+        assert_eq!(v.data["fee"], "0.655446");
+        api_error(
+            sdk.cards_topup(&req("10"), "after").await,
             403,
             "insufficient_funds",
-        )
-        .await;
+        );
         model -= m("15.544554") + m("0.655446");
         assert_eq!(model, 0);
         assert_eq!(master(&t).await, model);
-        assert_eq!(t.wait_order(&order_id(&v)).await["status"], "completed");
+        assert_eq!(
+            sdk.wait_order(&v.order_id, WAIT).await.unwrap().status,
+            "completed"
+        );
         assert_eq!(t.card_balance("ada", &card).await, "45.544554");
         t.verify_ledger().await;
     }
@@ -284,18 +343,21 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, m("100")).await;
         let card = t.active_card("ada", "virtual_usd").await;
-        let (status, v) = t.topup(&card, json!("12.66"), "d1").await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["data"]["fee"], "0.6266");
-        assert_eq!(v["balance_after"], "84.7134");
-        let id = order_id(&v);
-        let done = t.wait_order(&id).await;
-        assert_eq!(done["status"], "failed", "{done}");
-        assert_eq!(done["topup_status"], "failed");
-        assert_eq!(done["last_error_slug"], "provider_error");
-        assert!(done["last_error"].as_str().is_some_and(|e| !e.is_empty()));
-        assert!(done["failed_at"].is_string() && done["completed_at"].is_null());
-        assert_eq!(done["balance_after"], "98.00");
+        let sdk = t.sdk();
+        let v = sdk
+            .cards_topup(&topup_req(&card, "12.66"), "d1")
+            .await
+            .unwrap();
+        assert_eq!(v.data["fee"], "0.6266");
+        assert_eq!(text(&v.balance_after), Some("84.7134"));
+        let id = v.order_id.clone();
+        let done = sdk.wait_order(&id, WAIT).await.unwrap();
+        assert_eq!(done.status, "failed", "{done:?}");
+        assert_eq!(done.topup_status.as_deref(), Some("failed"));
+        assert_eq!(done.last_error_slug.as_deref(), Some("provider_error"));
+        assert!(done.last_error.as_ref().is_some_and(|e| !e.is_empty()));
+        assert!(done.failed_at.is_some() && done.completed_at.is_none());
+        assert_eq!(text(&done.balance_after), Some("98.00"));
         assert_eq!(t.balance().await, "98.00");
         assert_eq!(t.card_balance("ada", &card).await, "0.00");
 
@@ -319,7 +381,6 @@ both_backends!(
             .all(|(_, _, i)| i.card_id.as_deref() == Some(card.as_str())));
 
         // Only .66 declines: a neighbouring amount goes through.
-        let sdk = t.sdk();
         let topup = CardsTopup {
             card_id: card.clone(),
             amount: "12.65".into(),
@@ -345,24 +406,28 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, m("200")).await;
         let card = t.active_card("ada", "virtual_usd").await;
-        let (_, v) = t.topup(&card, json!("100"), "t1").await;
-        assert_eq!(t.wait_order(&order_id(&v)).await["status"], "completed");
+        let sdk = t.sdk();
+        let req = |amount: &str| topup_req(&card, amount);
+        let v = sdk.cards_topup(&req("100"), "t1").await.unwrap();
+        assert_eq!(
+            sdk.wait_order(&v.order_id, WAIT).await.unwrap().status,
+            "completed"
+        );
         assert_eq!(t.balance().await, "96.50");
 
-        let (status, v) = t.withdraw(&card, json!("40"), "w1").await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["success"], true);
-        assert_eq!(v["order_type"], "card_withdraw", "{v}");
-        assert_eq!(v["status"], "new");
-        assert_eq!(v["card_id"], json!(card));
-        assert_eq!(v["data"]["amount"], "40.00");
-        assert!(v["topup_status"].is_null(), "{v}");
+        // A typed answer is a `"success": true` body.
+        let v = sdk.cards_withdraw(&req("40"), "w1").await.unwrap();
+        assert_eq!(v.order_type, "card_withdraw", "{v:?}");
+        assert_eq!(v.status, "new");
+        assert_eq!(v.card_id.as_deref(), Some(card.as_str()));
+        assert_eq!(v.data["amount"], "40.00");
+        assert!(v.topup_status.is_none(), "{v:?}");
         // The funds leave the card at once, whatever the worker is doing.
         assert_eq!(t.card_balance("ada", &card).await, "60.00");
-        let id = order_id(&v);
-        let done = t.wait_order(&id).await;
-        assert_eq!(done["status"], "completed", "{done}");
-        assert_eq!(done["balance_after"], "136.50");
+        let id = v.order_id.clone();
+        let done = sdk.wait_order(&id, WAIT).await.unwrap();
+        assert_eq!(done.status, "completed", "{done:?}");
+        assert_eq!(text(&done.balance_after), Some("136.50"));
         assert_eq!(t.card_balance("ada", &card).await, "60.00");
         assert_eq!(t.balance().await, "136.50");
         let lines = lines_of(&t, &id).await;
@@ -374,14 +439,12 @@ both_backends!(
         assert_eq!(lines[0].2.card_id.as_deref(), Some(card.as_str()));
 
         // More than the card holds.
-        t.expect_error(
-            "cards/withdraw",
-            json!({"card_id": card, "amount": "60.01", "idempotency_key": "w2"}),
+        api_error(
+            sdk.cards_withdraw(&req("60.01"), "w2").await,
             403,
             "insufficient_funds",
-        )
-        .await;
-        // Errors shared with topup.
+        );
+        // Errors shared with topup. Raw: a request without an idempotency key.
         t.expect_error(
             "cards/withdraw",
             json!({"card_id": card, "amount": "1"}),
@@ -389,42 +452,42 @@ both_backends!(
             "idempotency_key_required",
         )
         .await;
-        for bad in [json!("abc"), json!("0"), json!("-1"), json!("0.0000001")] {
-            t.expect_error(
-                "cards/withdraw",
-                json!({"card_id": card, "amount": bad, "idempotency_key": "w2"}),
+        for bad in ["abc", "0", "-1", "0.0000001"] {
+            api_error(
+                sdk.cards_withdraw(&req(bad), "w2").await,
                 400,
                 "invalid_amount",
-            )
-            .await;
+            );
         }
-        t.expect_error(
-            "cards/withdraw",
-            json!({"card_id": card, "amount": "1", "currency": "EUR", "idempotency_key": "w2"}),
+        api_error(
+            sdk.cards_withdraw(
+                &CardsTopup {
+                    currency: Some("EUR".into()),
+                    ..req("1")
+                },
+                "w2",
+            )
+            .await,
             422,
             "currency_mismatch",
-        )
-        .await;
-        t.expect_error(
-            "cards/withdraw",
-            json!({"card_id": NO_CARD, "amount": "1", "idempotency_key": "w2"}),
+        );
+        api_error(
+            sdk.cards_withdraw(&topup_req(NO_CARD, "1"), "w2").await,
             404,
             "card_not_found",
-        )
-        .await;
+        );
         assert_eq!(t.card_balance("ada", &card).await, "60.00");
         assert_eq!(t.balance().await, "136.50");
 
         // The sandbox declines .66: the order fails and the card gets its funds back.
-        let (status, v) = t.withdraw(&card, json!("10.66"), "w3").await;
-        assert_eq!(status, 200, "{v}");
-        let done = t.wait_order(&order_id(&v)).await;
-        assert_eq!(done["status"], "failed", "{done}");
-        assert_eq!(done["last_error_slug"], "provider_error");
-        assert!(done["failed_at"].is_string());
+        let v = sdk.cards_withdraw(&req("10.66"), "w3").await.unwrap();
+        let done = sdk.wait_order(&v.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "failed", "{done:?}");
+        assert_eq!(done.last_error_slug.as_deref(), Some("provider_error"));
+        assert!(done.failed_at.is_some());
         assert_eq!(t.card_balance("ada", &card).await, "60.00");
         assert_eq!(t.balance().await, "136.50");
-        // Small amounts and the whole balance, in any currency case.
+        // Small amounts and the whole balance, in any currency case (raw: a JSON number).
         let (_, v) = t
             .call(
                 "cards/withdraw",
@@ -437,15 +500,19 @@ both_backends!(
 
         // A restricted card's provider cannot withdraw.
         let rita = t.active_card("rita", "virtual_usd_restricted").await;
-        let (_, v) = t.topup(&rita, json!("10"), "rt").await;
-        assert_eq!(t.wait_order(&order_id(&v)).await["status"], "completed");
-        t.expect_error(
-            "cards/withdraw",
-            json!({"card_id": rita, "amount": "5", "idempotency_key": "rw"}),
+        let v = sdk
+            .cards_topup(&topup_req(&rita, "10"), "rt")
+            .await
+            .unwrap();
+        assert_eq!(
+            sdk.wait_order(&v.order_id, WAIT).await.unwrap().status,
+            "completed"
+        );
+        api_error(
+            sdk.cards_withdraw(&topup_req(&rita, "5"), "rw").await,
             422,
             "provider_withdraw_not_supported",
-        )
-        .await;
+        );
         assert_eq!(t.card_balance("rita", &rita).await, "10.00");
         assert_eq!(t.balance().await, "183.90");
         t.verify_ledger().await;
@@ -456,26 +523,26 @@ both_backends!(
     initial_topup_on_issue_and_issue_declines,
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, m("100")).await;
-        t.cardholder("ada", "sandbox").await;
-        let v = t
-            .ok(
-                "cards/create",
-                json!({"external_user_id": "ada", "product_code": "virtual_usd",
-                       "idempotency_key": "i1", "initial_topup": "50"}),
-            )
-            .await;
-        let card = v["card_id"].as_str().unwrap().to_owned();
-        assert_eq!(v["order"]["data"]["initial_topup"]["amount"], "50.00");
-        assert_eq!(v["order"]["data"]["initial_topup"]["fee"], "1.00");
-        assert_eq!(v["order"]["balance_before"], "100.00");
-        assert_eq!(v["order"]["balance_after"], "47.00");
-        let done = t.wait_order(&order_id(&v["order"])).await;
-        assert_eq!(done["status"], "completed", "{done}");
-        assert_eq!(done["issue_status"], "completed");
-        assert_eq!(done["is_issued"], true);
+        let sdk = t.sdk();
+        sdk.cardholders_create(&holder("ada", "Lovelace"))
+            .await
+            .unwrap();
+        let v = sdk
+            .cards_create(&issue("ada", Some("50")), "i1")
+            .await
+            .unwrap();
+        let card = v.card_id.clone();
+        assert_eq!(v.order.data["initial_topup"]["amount"], "50.00");
+        assert_eq!(v.order.data["initial_topup"]["fee"], "1.00");
+        assert_eq!(text(&v.order.balance_before), Some("100.00"));
+        assert_eq!(text(&v.order.balance_after), Some("47.00"));
+        let done = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "completed", "{done:?}");
+        assert_eq!(done.issue_status.as_deref(), Some("completed"));
+        assert_eq!(done.is_issued, Some(true));
         assert_eq!(t.card_balance("ada", &card).await, "50.00");
         assert_eq!(t.balance().await, "47.00");
-        let lines = lines_of(&t, &order_id(&v["order"])).await;
+        let lines = lines_of(&t, &v.order.order_id).await;
         let mut kinds: Vec<(&str, &str)> = lines
             .iter()
             .map(|(k, a, _)| (k.as_str(), a.as_str()))
@@ -491,91 +558,76 @@ both_backends!(
         );
 
         // Topup rules apply to the initial topup, before anything is charged.
-        t.cardholder("bo", "sandbox").await;
-        let create = |key: &str, amount: Value| {
-            json!({"external_user_id": "bo", "product_code": "virtual_usd",
-                   "idempotency_key": key, "initial_topup": amount})
-        };
-        t.expect_error(
-            "cards/create",
-            create("b", json!("9.99")),
+        sdk.cardholders_create(&holder("bo", "Lovelace"))
+            .await
+            .unwrap();
+        let create = |amount: &str| issue("bo", Some(amount));
+        api_error(
+            sdk.cards_create(&create("9.99"), "b").await,
             422,
             "amount_below_minimum",
-        )
-        .await;
-        t.expect_error(
-            "cards/create",
-            create("b", json!("abc")),
+        );
+        api_error(
+            sdk.cards_create(&create("abc"), "b").await,
             400,
             "invalid_amount",
-        )
-        .await;
-        t.expect_error(
-            "cards/create",
-            create("b", json!("46")),
+        );
+        api_error(
+            sdk.cards_create(&create("46"), "b").await,
             403,
             "insufficient_funds",
-        )
-        .await;
+        );
         assert_eq!(t.balance().await, "47.00");
 
         // A declined initial topup: the card is issued and keeps its fee, the topup and
         // its fee come back.
-        let v = t.ok("cards/create", create("b", json!("20.66"))).await;
-        let bo_card = v["card_id"].as_str().unwrap().to_owned();
-        let done = t.wait_order(&order_id(&v["order"])).await;
-        assert_eq!(done["status"], "failed", "{done}");
-        assert_eq!(done["issue_status"], "initial_topup_error");
-        assert_eq!(done["last_error_slug"], "provider_error");
-        assert_eq!(done["is_issued"], true);
+        let v = sdk.cards_create(&create("20.66"), "b").await.unwrap();
+        let bo_card = v.card_id.clone();
+        let done = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "failed", "{done:?}");
+        assert_eq!(done.issue_status.as_deref(), Some("initial_topup_error"));
+        assert_eq!(done.last_error_slug.as_deref(), Some("provider_error"));
+        assert_eq!(done.is_issued, Some(true));
         assert_eq!(t.card_balance("bo", &bo_card).await, "0.00");
         assert_eq!(t.balance().await, "45.00");
-        assert_eq!(done["balance_after"], "45.00");
+        assert_eq!(text(&done.balance_after), Some("45.00"));
 
         // A holder named "... Decline": the provider refuses the card; the fee comes back.
-        let mut k = kyc();
-        k["last_name"] = json!("Decline");
-        t.ok(
-            "cardholders/create",
-            json!({"external_user_id": "dee", "subprovider_code": "sandbox", "kyc_data": k}),
-        )
-        .await;
-        let (status, v) = t.create_card("dee", "virtual_usd", "dee1").await;
-        assert_eq!(status, 200, "{v}");
-        assert_eq!(v["order"]["balance_after"], "43.00");
-        let done = t.wait_order(&order_id(&v["order"])).await;
-        assert_eq!(done["status"], "failed", "{done}");
-        assert_eq!(done["issue_status"], "card_create_error");
-        assert_eq!(done["last_error_slug"], "provider_error");
-        assert_eq!(done["is_issued"], false);
+        sdk.cardholders_create(&holder("dee", "Decline"))
+            .await
+            .unwrap();
+        let v = sdk.cards_create(&issue("dee", None), "dee1").await.unwrap();
+        assert_eq!(text(&v.order.balance_after), Some("43.00"));
+        let done = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "failed", "{done:?}");
+        assert_eq!(done.issue_status.as_deref(), Some("card_create_error"));
+        assert_eq!(done.last_error_slug.as_deref(), Some("provider_error"));
+        assert_eq!(done.is_issued, Some(false));
         assert!(
-            done["last_error"].as_str().unwrap().contains("Decline"),
-            "{done}"
+            done.last_error.as_ref().unwrap().contains("Decline"),
+            "{done:?}"
         );
-        let c = t
-            .ok(
-                "cards/get",
-                json!({"card_id": v["card_id"], "external_user_id": "dee"}),
-            )
-            .await;
-        assert_eq!(c["status"], "failed");
+        let c = sdk
+            .cards_get(&CardRef::new(&v.card_id, "dee"))
+            .await
+            .unwrap();
+        assert_eq!(c.status, "failed");
         assert_eq!(t.balance().await, "45.00");
         // Also with an initial topup: everything comes back.
-        let v = t
-            .ok(
-                "cards/create",
-                json!({"external_user_id": "dee", "product_code": "virtual_usd",
-                       "idempotency_key": "dee2", "initial_topup": "10"}),
-            )
-            .await;
-        assert_eq!(v["order"]["balance_after"], "32.40");
-        let done = t.wait_order(&order_id(&v["order"])).await;
-        assert_eq!(done["status"], "failed", "{done}");
+        let v = sdk
+            .cards_create(&issue("dee", Some("10")), "dee2")
+            .await
+            .unwrap();
+        assert_eq!(text(&v.order.balance_after), Some("32.40"));
+        let done = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(done.status, "failed", "{done:?}");
         assert_eq!(t.balance().await, "45.00");
         t.verify_ledger().await;
     }
 );
 
+// Raw on purpose: where the key travels (body field, header, both), exact stored
+// responses and the error message are the subject.
 both_backends!(
     idempotency_keys_return_the_first_order,
     |t: TestServer| async move {
@@ -607,8 +659,7 @@ both_backends!(
         drop(sibling);
         assert_eq!(t.balance().await, "87.40");
         assert_eq!(t.card_balance("ada", &card).await, "10.00");
-        let txs = t.ok("project/txs", json!({"type": "card_topup"})).await;
-        assert_eq!(txs["total"], 1, "{txs}");
+        assert_eq!(topup_lines(&t.sdk()).await, 1);
 
         // The same key with other parameters.
         for body in [
@@ -700,27 +751,30 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, m("100")).await;
         let card = t.active_card("ada", "virtual_usd").await;
-        let calls = (0..16).map(|_| t.topup(&card, json!("10"), "same"));
+        let sdk = t.sdk();
+        let req = topup_req(&card, "10");
+        let calls = (0..16).map(|_| sdk.cards_topup(&req, "same"));
         let results = futures::future::join_all(calls).await;
         let mut ids = HashSet::new();
-        for (status, v) in &results {
-            match status {
-                200 => {
-                    ids.insert(order_id(v));
+        for r in &results {
+            match r {
+                Ok(v) => {
+                    ids.insert(v.order_id.clone());
                 }
-                400 => assert_eq!(v["error_slug"], "idempotency_conflict", "{v}"),
-                _ => panic!("unexpected {status}: {v}"),
+                Err(e) if e.status() == Some(400) => {
+                    assert_eq!(e.slug(), Some("idempotency_conflict"), "{e}")
+                }
+                Err(e) => panic!("unexpected {e}"),
             }
         }
         assert_eq!(ids.len(), 1, "{results:?}");
         assert_eq!(t.balance().await, "87.40");
-        let txs = t.ok("project/txs", json!({"type": "card_topup"})).await;
-        assert_eq!(txs["total"], 1, "{txs}");
+        assert_eq!(topup_lines(&sdk).await, 1);
         let id = ids.into_iter().next().unwrap();
-        assert_eq!(t.wait_order(&id).await["status"], "completed");
+        assert_eq!(sdk.wait_order(&id, WAIT).await.unwrap().status, "completed");
         // Afterwards the key answers the same order every time.
-        let (status, v) = t.topup(&card, json!("10"), "same").await;
-        assert_eq!((status, order_id(&v)), (200, id));
+        let v = sdk.cards_topup(&req, "same").await.unwrap();
+        assert_eq!(v.order_id, id);
         assert_eq!(t.card_balance("ada", &card).await, "10.00");
         assert_eq!(t.balance().await, "87.40");
         t.verify_ledger().await;
@@ -732,39 +786,39 @@ both_backends!(parallel_topups_never_overdraw, |t: TestServer| async move {
     t.deposit(&t.creds.project_id, ISSUE_FEE + 7 * m("10.60") + m("5"))
         .await;
     let card = t.active_card("ada", "virtual_usd").await;
+    let sdk = t.sdk();
+    let req = topup_req(&card, "10");
     let calls = (0..50).map(|i| {
-        let t = &t;
-        let card = &card;
-        async move { t.topup(card, json!("10"), &format!("p{i}")).await }
+        let (sdk, req) = (&sdk, &req);
+        async move { sdk.cards_topup(req, &format!("p{i}")).await }
     });
     let results = futures::future::join_all(calls).await;
     let mut orders = Vec::new();
     let mut refused = 0;
-    for (status, v) in &results {
-        match status {
-            200 => {
+    for r in &results {
+        match r {
+            Ok(v) => {
                 // Each order shows its own debit, even with others racing it.
-                let before = m(v["balance_before"].as_str().unwrap());
-                let after = m(v["balance_after"].as_str().unwrap());
-                assert_eq!(before - after, m("10.60"), "{v}");
-                orders.push(order_id(v));
+                let before = m(text(&v.balance_before).unwrap());
+                let after = m(text(&v.balance_after).unwrap());
+                assert_eq!(before - after, m("10.60"), "{v:?}");
+                orders.push(v.order_id.clone());
             }
-            403 => {
-                assert_eq!(v["error_slug"], "insufficient_funds", "{v}");
+            Err(e) if e.status() == Some(403) => {
+                assert_eq!(e.slug(), Some("insufficient_funds"), "{e}");
                 refused += 1;
             }
-            _ => panic!("unexpected {status}: {v}"),
+            Err(e) => panic!("unexpected {e}"),
         }
     }
     assert_eq!((orders.len(), refused), (7, 43), "{results:?}");
     assert_eq!(t.balance().await, "5.00");
     for id in &orders {
-        assert_eq!(t.wait_order(id).await["status"], "completed");
+        assert_eq!(sdk.wait_order(id, WAIT).await.unwrap().status, "completed");
     }
     assert_eq!(t.card_balance("ada", &card).await, "70.00");
     assert_eq!(t.balance().await, "5.00");
-    let txs = t.ok("project/txs", json!({"type": "card_topup"})).await;
-    assert_eq!(txs["total"], 7);
+    assert_eq!(topup_lines(&sdk).await, 7);
     t.verify_ledger().await;
 });
 
@@ -773,8 +827,12 @@ both_backends!(
     |t: TestServer| async move {
         t.deposit(&t.creds.project_id, m("1000")).await;
         let card = t.active_card("ada", "virtual_usd").await;
-        let (_, v) = t.topup(&card, json!("30"), "seed").await;
-        t.wait_order(&order_id(&v)).await;
+        let sdk = t.sdk();
+        let v = sdk
+            .cards_topup(&topup_req(&card, "30"), "seed")
+            .await
+            .unwrap();
+        sdk.wait_order(&v.order_id, WAIT).await.unwrap();
         let mut card_model = m("30");
         let mut master_model = m("998") - m("30") - topup_fee(m("30"));
         let mut pending = Vec::new();
@@ -783,26 +841,32 @@ both_backends!(
             let topup_amount = m("10") + round * m("1.01");
             let withdraw_amount = m("13.50") + round * m("0.5");
             let (tkey, wkey) = (format!("t{round}"), format!("w{round}"));
-            let (top, wd) = tokio::join!(
-                t.topup(&card, json!(s(topup_amount)), &tkey),
-                t.withdraw(&card, json!(s(withdraw_amount)), &wkey),
+            let (top_req, wd_req) = (
+                topup_req(&card, &s(topup_amount)),
+                topup_req(&card, &s(withdraw_amount)),
             );
-            assert_eq!(top.0, 200, "{top:?}");
+            let (top, wd) = tokio::join!(
+                sdk.cards_topup(&top_req, &tkey),
+                sdk.cards_withdraw(&wd_req, &wkey),
+            );
+            let top = top.unwrap();
             master_model -= topup_amount + topup_fee(topup_amount);
             card_model += topup_amount;
-            pending.push(order_id(&top.1));
-            match wd.0 {
-                200 => {
+            pending.push(top.order_id);
+            match wd {
+                Ok(w) => {
                     card_model -= withdraw_amount;
                     master_model += withdraw_amount;
-                    pending.push(order_id(&wd.1));
+                    pending.push(w.order_id);
                 }
-                403 => assert_eq!(wd.1["error_slug"], "insufficient_funds", "{wd:?}"),
-                _ => panic!("unexpected {wd:?}"),
+                Err(e) if e.status() == Some(403) => {
+                    assert_eq!(e.slug(), Some("insufficient_funds"), "{e}")
+                }
+                Err(e) => panic!("unexpected {e}"),
             }
         }
         for id in &pending {
-            assert_eq!(t.wait_order(id).await["status"], "completed");
+            assert_eq!(sdk.wait_order(id, WAIT).await.unwrap().status, "completed");
         }
         assert_eq!(m(&t.card_balance("ada", &card).await), card_model);
         assert_eq!(master(&t).await, master_model);
@@ -810,58 +874,45 @@ both_backends!(
     }
 );
 
-/// Calls made as one project (other than the harness's default one).
+/// Calls made as one project (other than the harness's default one), typed.
 struct Api<'a> {
     t: &'a TestServer,
     c: Creds,
+    sdk: Client,
 }
 
 impl Api<'_> {
-    async fn call(&self, path: &str, body: Value) -> (u16, Value) {
-        self.t.call_as(&self.c, path, body).await
+    fn new(t: &TestServer, c: Creds) -> Api<'_> {
+        let sdk = t.sdk_as(&c);
+        Api { t, c, sdk }
     }
 
-    async fn ok(&self, path: &str, body: Value) -> Value {
-        let (status, v) = self.call(path, body).await;
-        assert_eq!(status, 200, "{path}: {v}");
-        v
-    }
-
-    async fn wait_order(&self, id: &str) -> Value {
-        for _ in 0..400 {
-            let v = self.ok("orders/check", json!({"order_id": id})).await;
-            if v["status"] == "completed" || v["status"] == "failed" {
-                return v;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("order {id} did not finish");
+    async fn wait_order(&self, id: &str) -> Order {
+        self.sdk.wait_order(id, WAIT).await.unwrap()
     }
 
     async fn master(&self) -> i64 {
-        m(self.ok("project/balance", json!({})).await["available"]
-            .as_str()
-            .unwrap())
+        m(self.sdk.project_balance().await.unwrap().available.as_str())
     }
 
     async fn card_balance(&self, user: &str, card: &str) -> i64 {
-        let v = self
-            .ok(
-                "cards/balance",
-                json!({"card_id": card, "external_user_id": user}),
-            )
-            .await;
-        m(v["available"].as_str().unwrap())
+        let b = self
+            .sdk
+            .cards_balance(&CardRef::new(card, user))
+            .await
+            .unwrap();
+        m(b.available.as_str())
     }
 
     async fn cardholder(&self, user: &str, last_name: &str) {
-        let mut k = kyc();
-        k["last_name"] = json!(last_name);
-        self.ok(
-            "cardholders/create",
-            json!({"external_user_id": user, "subprovider_code": "sandbox", "kyc_data": k}),
-        )
-        .await;
+        self.sdk
+            .cardholders_create(&holder(user, last_name))
+            .await
+            .unwrap();
+    }
+
+    async fn create_card(&self, user: &str, key: &str) -> Result<CreateCardResponse, ClientError> {
+        self.sdk.cards_create(&issue(user, None), key).await
     }
 }
 
@@ -900,23 +951,12 @@ both_backends!(
                 break;
             }
         }
-        let api = Api {
-            t: &t,
-            c: creds.expect("no project with the fee account first"),
-        };
+        let api = Api::new(&t, creds.expect("no project with the fee account first"));
         t.deposit(&api.c.project_id, m("1000")).await;
         api.cardholder("ada", "Lovelace").await;
-        let (_, v) = api
-            .call(
-                "cards/create",
-                json!({"external_user_id": "ada", "product_code": "virtual_usd", "idempotency_key": "ada"}),
-            )
-            .await;
-        let card = v["card_id"].as_str().unwrap().to_owned();
-        assert_eq!(
-            api.wait_order(&order_id(&v["order"])).await["status"],
-            "completed"
-        );
+        let v = api.create_card("ada", "ada").await.unwrap();
+        let card = v.card_id;
+        assert_eq!(api.wait_order(&v.order.order_id).await.status, "completed");
         for i in 0..12 {
             api.cardholder(&format!("u{i}"), "Lovelace").await;
         }
@@ -925,38 +965,28 @@ both_backends!(
             let issues = (0..4).map(|i| {
                 let api = &api;
                 let user = format!("u{}", round * 4 + i);
-                async move {
-                    api.call(
-                        "cards/create",
-                        json!({"external_user_id": user, "product_code": "virtual_usd", "idempotency_key": user}),
-                    )
-                    .await
-                }
+                async move { api.create_card(&user, &user).await.unwrap() }
             });
             let topups = (0..4).map(|i| {
                 let api = &api;
                 let card = &card;
                 async move {
-                    api.call(
-                        "cards/topup",
-                        json!({"card_id": card, "amount": "10", "idempotency_key": format!("r{round}t{i}")}),
-                    )
-                    .await
+                    api.sdk
+                        .cards_topup(&topup_req(card, "10"), &format!("r{round}t{i}"))
+                        .await
+                        .unwrap()
                 }
             });
             let (issues, topups) = tokio::join!(
                 futures::future::join_all(issues),
                 futures::future::join_all(topups)
             );
-            for (status, v) in issues.iter().chain(&topups) {
-                assert_eq!(*status, 200, "{v}");
-            }
             model -= 4 * ISSUE_FEE + 4 * m("10.60");
-            for (_, v) in &issues {
-                api.wait_order(&order_id(&v["order"])).await;
+            for v in &issues {
+                api.wait_order(&v.order.order_id).await;
             }
-            for (_, v) in &topups {
-                api.wait_order(&order_id(v)).await;
+            for v in &topups {
+                api.wait_order(&v.order_id).await;
             }
         }
         assert_eq!(api.master().await, model);
@@ -1033,29 +1063,25 @@ async fn run_ops(api: &Api<'_>, ops: &[Op], tally: &mut BTreeMap<&'static str, u
                     let user = format!("user{n}");
                     api.cardholder(&user, if *decline { "Decline" } else { "Lovelace" })
                         .await;
-                    let (status, v) = api
-                    .call(
-                        "cards/create",
-                        json!({"external_user_id": user, "product_code": "virtual_usd", "idempotency_key": key}),
-                    )
-                    .await;
+                    let res = api.create_card(&user, &key).await;
                     if master < ISSUE_FEE {
+                        let e = res.unwrap_err();
                         assert_eq!(
-                            (status, v["error_slug"].as_str()),
-                            (403, Some("insufficient_funds")),
-                            "{ctx}: {v}"
+                            (e.status(), e.slug()),
+                            (Some(403), Some("insufficient_funds")),
+                            "{ctx}: {e}"
                         );
                         break 'step "issue refused";
                     }
-                    assert_eq!(status, 200, "{ctx}: {v}");
-                    let done = api.wait_order(&order_id(&v["order"])).await;
+                    let v = res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    let done = api.wait_order(&v.order.order_id).await;
                     let expected = if *decline { "failed" } else { "completed" };
-                    assert_eq!(done["status"], expected, "{ctx}: {done}");
+                    assert_eq!(done.status, expected, "{ctx}: {done:?}");
                     if !*decline {
                         master -= ISSUE_FEE;
                     }
                     cards.push(ModelCard {
-                        id: v["card_id"].as_str().unwrap().to_owned(),
+                        id: v.card_id,
                         user,
                         active: !*decline,
                         balance: 0,
@@ -1073,11 +1099,9 @@ async fn run_ops(api: &Api<'_>, ops: &[Op], tally: &mut BTreeMap<&'static str, u
                     let count = cards.len();
                     let c = &mut cards[card % count];
                     let fee = topup_fee(*amount);
-                    let (status, v) = api
-                        .call(
-                            "cards/topup",
-                            json!({"card_id": c.id, "amount": s(*amount), "idempotency_key": key}),
-                        )
+                    let res = api
+                        .sdk
+                        .cards_topup(&topup_req(&c.id, &s(*amount)), &key)
                         .await;
                     let refused = if !c.active {
                         Some((422, "card_not_active"))
@@ -1089,22 +1113,27 @@ async fn run_ops(api: &Api<'_>, ops: &[Op], tally: &mut BTreeMap<&'static str, u
                         None
                     };
                     if let Some((code, slug)) = refused {
+                        let e = res.unwrap_err();
                         assert_eq!(
-                            (status, v["error_slug"].as_str()),
-                            (code, Some(slug)),
-                            "{ctx}: {v}"
+                            (e.status(), e.slug()),
+                            (Some(code), Some(slug)),
+                            "{ctx}: {e}"
                         );
                         break 'step slug;
                     }
-                    assert_eq!(status, 200, "{ctx}: {v}");
-                    assert_eq!(v["data"]["fee"], s(fee), "{ctx}");
-                    let done = api.wait_order(&order_id(&v)).await;
+                    let v = res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    assert_eq!(v.data["fee"], s(fee), "{ctx}");
+                    let done = api.wait_order(&v.order_id).await;
                     if declined(*amount) {
-                        assert_eq!(done["status"], "failed", "{ctx}: {done}");
-                        assert_eq!(done["last_error_slug"], "provider_error", "{ctx}");
+                        assert_eq!(done.status, "failed", "{ctx}: {done:?}");
+                        assert_eq!(
+                            done.last_error_slug.as_deref(),
+                            Some("provider_error"),
+                            "{ctx}"
+                        );
                         "topup declined"
                     } else {
-                        assert_eq!(done["status"], "completed", "{ctx}: {done}");
+                        assert_eq!(done.status, "completed", "{ctx}: {done:?}");
                         master -= amount + fee;
                         c.balance += amount;
                         "topup completed"
@@ -1131,36 +1160,40 @@ async fn run_ops(api: &Api<'_>, ops: &[Op], tally: &mut BTreeMap<&'static str, u
                     if *decline {
                         amount = amount / 1_000_000 * 1_000_000 + 660_000;
                     }
-                    let (status, v) = api
-                        .call(
-                            "cards/withdraw",
-                            json!({"card_id": c.id, "amount": s(amount), "idempotency_key": key}),
-                        )
+                    let res = api
+                        .sdk
+                        .cards_withdraw(&topup_req(&c.id, &s(amount)), &key)
                         .await;
                     if !c.active {
+                        let e = res.unwrap_err();
                         assert_eq!(
-                            (status, v["error_slug"].as_str()),
-                            (422, Some("card_not_active")),
-                            "{ctx}: {v}"
+                            (e.status(), e.slug()),
+                            (Some(422), Some("card_not_active")),
+                            "{ctx}: {e}"
                         );
                         break 'step "withdraw card_not_active";
                     }
                     if c.balance < amount {
+                        let e = res.unwrap_err();
                         assert_eq!(
-                            (status, v["error_slug"].as_str()),
-                            (403, Some("insufficient_funds")),
-                            "{ctx}: {v}"
+                            (e.status(), e.slug()),
+                            (Some(403), Some("insufficient_funds")),
+                            "{ctx}: {e}"
                         );
                         break 'step "withdraw insufficient_funds";
                     }
-                    assert_eq!(status, 200, "{ctx}: {v}");
-                    let done = api.wait_order(&order_id(&v)).await;
+                    let v = res.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    let done = api.wait_order(&v.order_id).await;
                     if declined(amount) {
-                        assert_eq!(done["status"], "failed", "{ctx}: {done}");
-                        assert_eq!(done["last_error_slug"], "provider_error", "{ctx}");
+                        assert_eq!(done.status, "failed", "{ctx}: {done:?}");
+                        assert_eq!(
+                            done.last_error_slug.as_deref(),
+                            Some("provider_error"),
+                            "{ctx}"
+                        );
                         "withdraw declined"
                     } else {
-                        assert_eq!(done["status"], "completed", "{ctx}: {done}");
+                        assert_eq!(done.status, "completed", "{ctx}: {done:?}");
                         master += amount;
                         c.balance -= amount;
                         "withdraw completed"
@@ -1199,10 +1232,7 @@ both_backends!(
         for case in 0..CASES {
             let ops = strategy.new_tree(&mut runner).unwrap().current();
             // A fresh project per case: the model starts from zero.
-            let api = Api {
-                t: &t,
-                c: t.new_project(&format!("case {case}")).await,
-            };
+            let api = Api::new(&t, t.new_project(&format!("case {case}")).await);
             run_ops(&api, &ops, &mut tally).await;
         }
         // What the random cases exercised (shown with --nocapture).
@@ -1227,34 +1257,28 @@ both_backends!(
         };
         let server = t.sibling_with(failing).await;
         let base = format!("http://{}", server.addr);
-        let creds = t.creds.clone();
-        let (s, v) = t
-            .call_on(
-                &base,
-                &creds,
-                "cards/topup",
-                json!({"card_id": card_id, "amount": "20", "idempotency_key": "exhaust"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{v}");
-        let order_id = v["order_id"].as_str().unwrap().to_owned();
-        let mut order = Value::Null;
+        let sdk = t.sdk_on(&base, &t.creds);
+        let v = sdk
+            .cards_topup(&topup_req(&card_id, "20"), "exhaust")
+            .await
+            .unwrap();
         // Six attempts with exponential backoff take about 13 s.
-        for _ in 0..600 {
-            let (_, o) = t
-                .call_on(&base, &creds, "orders/check", json!({"order_id": order_id}))
-                .await;
-            if o["status"] == "failed" || o["status"] == "completed" {
-                order = o;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        assert_eq!(order["status"], "failed", "{order}");
-        assert_eq!(order["last_error_slug"], "topup_attempts_exceeded");
-        assert_eq!(order["topup_status"], "failed");
-        let (_, b) = t.call_on(&base, &creds, "project/balance", json!({})).await;
-        assert_eq!(b["available"], "98.00", "amount and fee refunded: {b}");
+        let order = sdk
+            .wait_order(&v.order_id, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(order.status, "failed", "{order:?}");
+        assert_eq!(
+            order.last_error_slug.as_deref(),
+            Some("topup_attempts_exceeded")
+        );
+        assert_eq!(order.topup_status.as_deref(), Some("failed"));
+        let b = sdk.project_balance().await.unwrap();
+        assert_eq!(
+            b.available.as_str(),
+            "98.00",
+            "amount and fee refunded: {b:?}"
+        );
         t.verify_ledger().await;
         server.shutdown().await;
     }

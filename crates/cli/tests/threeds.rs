@@ -8,7 +8,11 @@
 mod common;
 
 use common::receiver::Receiver;
-use common::{now_micros, Creds, TestServer};
+use common::{api_error, now_micros, Creds, TestServer};
+use issuing_client::{
+    CardholdersCreate, Cards3dsConfirm, CardsCreate, CardsFreeze, ClientError, Merchant,
+    Simulate3ds, ThreeDsConfirmResponse, WhSubscribe,
+};
 use issuing_server::provider::sandbox::SandboxConfig;
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
@@ -21,7 +25,13 @@ impl TestServer {
     /// A receiver subscribed to every event of the default project.
     async fn receiver(&self) -> Receiver {
         let rx = Receiver::start(&self.creds.api_secret).await;
-        self.ok("wh/subscribe", json!({"url": rx.url})).await;
+        self.sdk()
+            .wh_subscribe(&WhSubscribe {
+                url: rx.url.clone(),
+                ..WhSubscribe::default()
+            })
+            .await
+            .unwrap();
         rx
     }
 
@@ -35,12 +45,11 @@ impl TestServer {
     /// simulate/cards/3ds for an OOB card; returns the securement id.
     async fn challenge(&self, card: &str) -> String {
         let v = self
-            .ok(
-                "simulate/cards/3ds",
-                json!({"card_id": card, "amount": "12.50"}),
-            )
-            .await;
-        v["securement_id"].as_str().unwrap().to_owned()
+            .sdk()
+            .simulate_cards_3ds(&three_ds(card, "12.50"))
+            .await
+            .unwrap();
+        v.securement_id.unwrap()
     }
 
     async fn confirm(
@@ -49,22 +58,20 @@ impl TestServer {
         card: &str,
         securement: &str,
         confirm: bool,
-    ) -> (u16, Value) {
-        self.call(
-            "cards/3ds/confirm",
-            json!({"card_id": card, "external_user_id": user, "securement_id": securement, "confirm": confirm}),
-        )
-        .await
+    ) -> Result<ThreeDsConfirmResponse, ClientError> {
+        self.sdk()
+            .cards_3ds_confirm(&confirm_of(user, card, securement, confirm))
+            .await
     }
 
     async fn expect_invalid(&self, user: &str, card: &str, securement: &str, why: &str) {
-        let (s, v) = self.confirm(user, card, securement, true).await;
+        let res = self.confirm(user, card, securement, true).await;
+        let e = res.unwrap_err();
         assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("securement_id_invalid")),
-            "{why}: {v}"
+            (e.status(), e.slug()),
+            (Some(422), Some("securement_id_invalid")),
+            "{why}: {e}"
         );
-        assert_eq!(v["success"], false);
     }
 
     /// Moves a securement's creation and expiry by `minutes` (negative: into the past).
@@ -104,35 +111,53 @@ impl TestServer {
     /// The default project's flow for another project: cardholder, funds, card.
     async fn active_card_as(&self, creds: &Creds, user: &str) -> String {
         self.deposit(&creds.project_id, 100_000_000).await;
-        let (s, v) = self
-            .call_as(
-                creds,
-                "cardholders/create",
-                json!({"external_user_id": user, "subprovider_code": "sandbox", "kyc_data": common::cards::kyc()}),
+        let sdk = self.sdk_as(creds);
+        sdk.cardholders_create(&CardholdersCreate {
+            external_user_id: user.into(),
+            subprovider_code: "sandbox".into(),
+            kyc_data: Some(serde_json::from_value(common::cards::kyc()).unwrap()),
+            ..CardholdersCreate::default()
+        })
+        .await
+        .unwrap();
+        let v = sdk
+            .cards_create(
+                &CardsCreate {
+                    external_user_id: user.into(),
+                    product_code: "virtual_usd".into(),
+                    ..CardsCreate::default()
+                },
+                &format!("other-{user}"),
             )
-            .await;
-        assert_eq!(s, 200, "{v}");
-        let (s, v) = self
-            .call_as(
-                creds,
-                "cards/create",
-                json!({"external_user_id": user, "product_code": "virtual_usd", "idempotency_key": format!("other-{user}")}),
-            )
-            .await;
-        assert_eq!(s, 200, "{v}");
-        let card = v["card_id"].as_str().unwrap().to_owned();
-        let order_id = v["order"]["order_id"].as_str().unwrap().to_owned();
-        for _ in 0..400 {
-            let (_, o) = self
-                .call_as(creds, "orders/check", json!({"order_id": order_id}))
-                .await;
-            if o["status"] == "completed" {
-                return card;
-            }
-            assert_ne!(o["status"], "failed", "{o}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the other project's card was not issued");
+            .await
+            .unwrap();
+        let o = sdk.wait_order(&v.order.order_id, WAIT).await.unwrap();
+        assert_eq!(o.status, "completed", "the other project's card: {o:?}");
+        v.card_id
+    }
+}
+
+fn three_ds(card: &str, amount: &str) -> Simulate3ds {
+    Simulate3ds {
+        card_id: card.into(),
+        amount: amount.into(),
+        ..Simulate3ds::default()
+    }
+}
+
+fn confirm_of(user: &str, card: &str, securement: &str, confirm: bool) -> Cards3dsConfirm {
+    Cards3dsConfirm {
+        card_id: card.into(),
+        external_user_id: user.into(),
+        securement_id: securement.into(),
+        confirm,
+    }
+}
+
+fn of_user(card: &str, user: &str) -> CardsFreeze {
+    CardsFreeze {
+        card_id: card.into(),
+        external_user_id: Some(user.into()),
     }
 }
 
@@ -170,6 +195,7 @@ both_backends!(
         let rx = t.receiver().await;
         let card = t.card("ada", "virtual_usd").await;
 
+        // Raw: checks that `code` is left out of an OOB answer, not written as null.
         let v = t
             .ok(
                 "simulate/cards/3ds",
@@ -210,7 +236,13 @@ both_backends!(
             "typed form: {challenge}"
         );
 
-        let (s, v) = t.confirm("ada", &card, &sid, true).await;
+        // Raw: the whole answer, compared exactly.
+        let (s, v) = t
+            .call(
+                "cards/3ds/confirm",
+                json!({"card_id": card, "external_user_id": "ada", "securement_id": sid, "confirm": true}),
+            )
+            .await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(
             v,
@@ -235,10 +267,10 @@ both_backends!(
 
         // Answered: a second answer either way is refused and emits nothing.
         t.expect_invalid("ada", &card, &sid, "answered twice").await;
-        let (s, v) = t.confirm("ada", &card, &sid, false).await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("securement_id_invalid"))
+        api_error(
+            t.confirm("ada", &card, &sid, false).await,
+            422,
+            "securement_id_invalid",
         );
         assert_eq!(t.three_ds_events(&t.creds.project_id, &sid).await.len(), 2);
         assert_eq!(
@@ -256,6 +288,7 @@ both_backends!(oob_decline_and_defaults, |t: TestServer| async move {
     let rx = t.receiver().await;
     let card = t.card("ada", "virtual_usd").await;
     // No merchant: sandbox defaults; currency in any case; a JSON number amount.
+    // Raw: the JSON number amount is the point.
     let v = t
         .ok(
             "simulate/cards/3ds",
@@ -271,10 +304,9 @@ both_backends!(oob_decline_and_defaults, |t: TestServer| async move {
         json!({"name": "Sandbox Merchant", "country": "US"})
     );
 
-    let (s, v) = t.confirm("ada", &card, &sid, false).await;
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(v["confirm"], "declined");
-    assert_eq!(v["securement_id"], json!(sid));
+    let v = t.confirm("ada", &card, &sid, false).await.unwrap();
+    assert_eq!(v.confirm, "declined");
+    assert_eq!(v.securement_id, sid);
     let done = wait_for(&rx, "decline", |e| {
         e["securement_id"] == sid.as_str() && e["status"] == "completed"
     })
@@ -311,12 +343,11 @@ both_backends!(
         // An OTP card's securement.
         let carol = t.active_card("carol", "virtual_usd_restricted").await;
         let v = t
-            .ok(
-                "simulate/cards/3ds",
-                json!({"card_id": carol, "amount": "3"}),
-            )
-            .await;
-        assert_eq!(v["method"], "OTP");
+            .sdk()
+            .simulate_cards_3ds(&three_ds(&carol, "3"))
+            .await
+            .unwrap();
+        assert_eq!(v.method, "OTP");
         let rows = t.securement_row(&carol).await;
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].1.as_str(), rows[0].2.as_str()), ("OTP", "pending"));
@@ -335,12 +366,11 @@ both_backends!(
         // Nine minutes old is still in time.
         let recent = t.challenge(&ada).await;
         t.age_securement(&recent, 9).await;
-        let (s, v) = t.confirm("ada", &ada, &recent, true).await;
-        assert_eq!(s, 200, "{v}");
+        t.confirm("ada", &ada, &recent, true).await.unwrap();
 
         // None of the refusals changed the first challenge: it can still be answered.
-        let (s, v) = t.confirm("ada", &ada, &sid, true).await;
-        assert_eq!((s, v["confirm"].as_str()), (200, Some("confirmed")), "{v}");
+        let v = t.confirm("ada", &ada, &sid, true).await.unwrap();
+        assert_eq!(v.confirm, "confirmed");
         t.expect_invalid("ada", &ada, &sid, "answered twice").await;
     }
 );
@@ -348,6 +378,7 @@ both_backends!(
 both_backends!(otp_cards_get_a_code, |t: TestServer| async move {
     let rx = t.receiver().await;
     let card = t.card("carol", "virtual_usd_restricted").await;
+    // Raw: checks that `securement_id` is left out of an OTP answer, not written as null.
     let v = t
         .ok(
             "simulate/cards/3ds",
@@ -379,12 +410,11 @@ both_backends!(otp_cards_get_a_code, |t: TestServer| async move {
 
     // A second challenge sends a new code (6 digits, leading zeros kept).
     let v2 = t
-        .ok(
-            "simulate/cards/3ds",
-            json!({"card_id": card, "amount": "20"}),
-        )
-        .await;
-    let code2 = v2["code"].as_str().unwrap().to_owned();
+        .sdk()
+        .simulate_cards_3ds(&three_ds(&card, "20"))
+        .await
+        .unwrap();
+    let code2 = v2.code.unwrap();
     assert_eq!(code2.len(), 6);
     rx.wait_until("two codes", WAIT, |got| {
         got.iter().filter(|r| r.event["type"] == "card_otp").count() == 2
@@ -399,9 +429,11 @@ both_backends!(otp_cards_get_a_code, |t: TestServer| async move {
 });
 
 both_backends!(request_errors, |t: TestServer| async move {
+    let sdk = t.sdk();
     let card = t.card("ada", "virtual_usd").await;
     t.active_card("bob", "virtual_usd").await;
     let sid = t.challenge(&card).await;
+    // Raw (below): requests with a field left out, null or of the wrong JSON type.
     let confirm = |extra: Value| {
         let mut body = json!({"card_id": card, "external_user_id": "ada", "securement_id": sid, "confirm": true});
         for (k, v) in extra.as_object().unwrap() {
@@ -421,34 +453,27 @@ both_backends!(request_errors, |t: TestServer| async move {
         "external_user_id_required",
     )
     .await;
-    t.expect_error(
-        path,
-        confirm(json!({"external_user_id": " "})),
+    api_error(
+        t.confirm(" ", &card, &sid, true).await,
         400,
         "external_user_id_required",
-    )
-    .await;
-    t.expect_error(
-        path,
-        confirm(json!({"external_user_id": "bob"})),
+    );
+    api_error(
+        t.confirm("bob", &card, &sid, true).await,
         422,
         "card_user_mismatch",
-    )
-    .await;
-    t.expect_error(
-        path,
-        confirm(json!({"external_user_id": "nobody"})),
+    );
+    api_error(
+        t.confirm("nobody", &card, &sid, true).await,
         404,
         "card_not_found",
-    )
-    .await;
-    t.expect_error(
-        path,
-        confirm(json!({"card_id": "0123456789abcdef01234567"})),
+    );
+    api_error(
+        t.confirm("ada", "0123456789abcdef01234567", &sid, true)
+            .await,
         404,
         "card_not_found",
-    )
-    .await;
+    );
     t.expect_error(
         path,
         confirm(json!({"card_id": null})),
@@ -488,14 +513,15 @@ both_backends!(request_errors, |t: TestServer| async move {
     assert_eq!(t.securement_row(&card).await[0].2, "pending");
 
     let sim = "simulate/cards/3ds";
-    for bad in [
-        json!("0"),
-        json!("-5"),
-        json!("abc"),
-        json!("1.0000001"),
-        json!(0),
-        json!(true),
-    ] {
+    for bad in ["0", "-5", "abc", "1.0000001"] {
+        api_error(
+            sdk.simulate_cards_3ds(&three_ds(&card, bad)).await,
+            400,
+            "invalid_amount",
+        );
+    }
+    // Raw: amounts of the wrong JSON type, and none at all.
+    for bad in [json!(0), json!(true)] {
         t.expect_error(
             sim,
             json!({"card_id": card, "amount": bad}),
@@ -506,13 +532,16 @@ both_backends!(request_errors, |t: TestServer| async move {
     }
     t.expect_error(sim, json!({"card_id": card}), 400, "invalid_amount")
         .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": card, "amount": "1", "currency": "dollars"}),
+    api_error(
+        sdk.simulate_cards_3ds(&Simulate3ds {
+            currency: Some("dollars".into()),
+            ..three_ds(&card, "1")
+        })
+        .await,
         400,
         "validation_error",
-    )
-    .await;
+    );
+    // Raw: a merchant that is not an object.
     t.expect_error(
         sim,
         json!({"card_id": card, "amount": "1", "merchant": "shop"}),
@@ -520,55 +549,50 @@ both_backends!(request_errors, |t: TestServer| async move {
         "validation_error",
     )
     .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": card, "amount": "1", "merchant": {"country": "USA"}}),
+    api_error(
+        sdk.simulate_cards_3ds(&Simulate3ds {
+            merchant: Some(Merchant {
+                country: Some("USA".into()),
+                ..Merchant::default()
+            }),
+            ..three_ds(&card, "1")
+        })
+        .await,
         400,
         "validation_error",
-    )
-    .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": "0123456789abcdef01234567", "amount": "1"}),
+    );
+    api_error(
+        sdk.simulate_cards_3ds(&three_ds("0123456789abcdef01234567", "1"))
+            .await,
         404,
         "card_not_found",
-    )
-    .await;
+    );
+    // Raw: no card_id.
     t.expect_error(sim, json!({"amount": "1"}), 400, "validation_error")
         .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": card, "amount": "1", "external_user_id": "bob"}),
+    let of = |user: &str| Simulate3ds {
+        external_user_id: Some(user.into()),
+        ..three_ds(&card, "1")
+    };
+    api_error(
+        sdk.simulate_cards_3ds(&of("bob")).await,
         422,
         "card_user_mismatch",
-    )
-    .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": card, "amount": "1", "external_user_id": "nobody"}),
+    );
+    api_error(
+        sdk.simulate_cards_3ds(&of("nobody")).await,
         404,
         "card_not_found",
-    )
-    .await;
+    );
 
     // A frozen card gets no challenge.
-    t.ok(
-        "cards/freeze",
-        json!({"card_id": card, "external_user_id": "ada"}),
-    )
-    .await;
-    t.expect_error(
-        sim,
-        json!({"card_id": card, "amount": "1"}),
+    sdk.cards_freeze(&of_user(&card, "ada")).await.unwrap();
+    api_error(
+        sdk.simulate_cards_3ds(&three_ds(&card, "1")).await,
         422,
         "card_not_active",
-    )
-    .await;
-    t.ok(
-        "cards/unfreeze",
-        json!({"card_id": card, "external_user_id": "ada"}),
-    )
-    .await;
+    );
+    sdk.cards_unfreeze(&of_user(&card, "ada")).await.unwrap();
     t.challenge(&card).await;
     assert_eq!(t.securement_row(&card).await.len(), 2);
 });
@@ -584,28 +608,25 @@ both_backends!(
                 t.confirm("ada", &card, &sid, false)
             );
             let answers = [a, b];
-            let wins: Vec<&Value> = answers
-                .iter()
-                .filter(|(s, _)| *s == 200)
-                .map(|(_, v)| v)
-                .collect();
+            let wins: Vec<&ThreeDsConfirmResponse> =
+                answers.iter().filter_map(|r| r.as_ref().ok()).collect();
             assert_eq!(wins.len(), 1, "round {round}: {answers:?}");
-            let lost = answers.iter().find(|(s, _)| *s != 200).unwrap();
+            let lost = answers.iter().find_map(|r| r.as_ref().err()).unwrap();
             assert_eq!(
-                (lost.0, lost.1["error_slug"].as_str()),
-                (422, Some("securement_id_invalid")),
+                (lost.status(), lost.slug()),
+                (Some(422), Some("securement_id_invalid")),
                 "round {round}"
             );
             let events = t.three_ds_events(&t.creds.project_id, &sid).await;
             assert_eq!(events.len(), 2, "round {round}: {events:?}");
-            assert_eq!(events[1]["confirm"], wins[0]["confirm"]);
+            assert_eq!(events[1]["confirm"], wins[0].confirm.as_str());
             let row = t
                 .securement_row(&card)
                 .await
                 .into_iter()
                 .find(|r| r.0 == sid)
                 .unwrap();
-            assert_eq!(json!(row.2), wins[0]["confirm"]);
+            assert_eq!(row.2, wins[0].confirm);
         }
     }
 );
@@ -617,64 +638,50 @@ both_backends!(
         let sid = t.challenge(&card).await;
         let other = t.new_project("other").await;
         let other_card = t.active_card_as(&other, "ada").await;
+        let their_sdk = t.sdk_as(&other);
 
         // The other project cannot see this card ...
-        let (s, v) = t
-            .call_as(
-                &other,
-                "cards/3ds/confirm",
-                json!({"card_id": card, "external_user_id": "ada", "securement_id": sid, "confirm": true}),
-            )
-            .await;
+        let e = their_sdk
+            .cards_3ds_confirm(&confirm_of("ada", &card, &sid, true))
+            .await
+            .unwrap_err();
         assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (404, Some("card_not_found")),
-            "{v}"
+            (e.status(), e.slug()),
+            (Some(404), Some("card_not_found")),
+            "{e}"
         );
-        let (s, v) = t
-            .call_as(
-                &other,
-                "simulate/cards/3ds",
-                json!({"card_id": card, "amount": "1"}),
-            )
-            .await;
+        let e = their_sdk
+            .simulate_cards_3ds(&three_ds(&card, "1"))
+            .await
+            .unwrap_err();
         assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (404, Some("card_not_found")),
-            "{v}"
+            (e.status(), e.slug()),
+            (Some(404), Some("card_not_found")),
+            "{e}"
         );
         // ... nor use this project's securement with its own card.
-        let (s, v) = t
-            .call_as(
-                &other,
-                "cards/3ds/confirm",
-                json!({"card_id": other_card, "external_user_id": "ada", "securement_id": sid, "confirm": true}),
-            )
-            .await;
+        let e = their_sdk
+            .cards_3ds_confirm(&confirm_of("ada", &other_card, &sid, true))
+            .await
+            .unwrap_err();
         assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (422, Some("securement_id_invalid")),
-            "{v}"
+            (e.status(), e.slug()),
+            (Some(422), Some("securement_id_invalid")),
+            "{e}"
         );
         // And this project cannot use the other's securement.
-        let (s, v) = t
-            .call_as(
-                &other,
-                "simulate/cards/3ds",
-                json!({"card_id": other_card, "amount": "1"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{v}");
-        let other_sid = v["securement_id"].as_str().unwrap().to_owned();
+        let v = their_sdk
+            .simulate_cards_3ds(&three_ds(&other_card, "1"))
+            .await
+            .unwrap();
+        let other_sid = v.securement_id.unwrap();
         t.expect_invalid("ada", &card, &other_sid, "another project's securement")
             .await;
-        t.expect_error(
-            "cards/3ds/confirm",
-            json!({"card_id": other_card, "external_user_id": "ada", "securement_id": other_sid, "confirm": true}),
+        api_error(
+            t.confirm("ada", &other_card, &other_sid, true).await,
             404,
             "card_not_found",
-        )
-        .await;
+        );
         // The events went to their own projects only.
         assert!(t
             .three_ds_events(&t.creds.project_id, &other_sid)
@@ -686,16 +693,12 @@ both_backends!(
         );
 
         // Both still answer normally for their owners.
-        let (s, v) = t.confirm("ada", &card, &sid, true).await;
-        assert_eq!(s, 200, "{v}");
-        let (s, v) = t
-            .call_as(
-                &other,
-                "cards/3ds/confirm",
-                json!({"card_id": other_card, "external_user_id": "ada", "securement_id": other_sid, "confirm": false}),
-            )
-            .await;
-        assert_eq!((s, v["confirm"].as_str()), (200, Some("declined")), "{v}");
+        t.confirm("ada", &card, &sid, true).await.unwrap();
+        let v = their_sdk
+            .cards_3ds_confirm(&confirm_of("ada", &other_card, &other_sid, false))
+            .await
+            .unwrap();
+        assert_eq!(v.confirm, "declined");
     }
 );
 
@@ -706,21 +709,20 @@ both_backends_with!(
         ..Default::default()
     },
     |t: TestServer| async move {
-        t.expect_error(
-            "simulate/cards/3ds",
-            json!({"card_id": "0123456789abcdef01234567", "amount": "1"}),
+        api_error(
+            t.sdk()
+                .simulate_cards_3ds(&three_ds("0123456789abcdef01234567", "1"))
+                .await,
             404,
             "not_found",
-        )
-        .await;
+        );
         // cards/3ds/confirm is a real endpoint in both modes.
-        t.expect_error(
-            "cards/3ds/confirm",
-            json!({"card_id": "0123456789abcdef01234567", "external_user_id": "ada", "securement_id": "x", "confirm": true}),
+        api_error(
+            t.confirm("ada", "0123456789abcdef01234567", "x", true)
+                .await,
             404,
             "card_not_found",
-        )
-        .await;
+        );
     }
 );
 
@@ -746,11 +748,15 @@ both_backends_with!(
             t.confirm("ada", &card, &sid, true),
             t.confirm("ada", &card, &sid, true)
         );
-        let mut statuses = [a.0, b.0];
+        let status = |r: &Result<ThreeDsConfirmResponse, ClientError>| match r {
+            Ok(_) => Some(200),
+            Err(e) => e.status(),
+        };
+        let mut statuses = [status(&a), status(&b)];
         statuses.sort_unstable();
-        assert_eq!(statuses, [200, 422], "{a:?} {b:?}");
-        let lost = if a.0 == 422 { &a.1 } else { &b.1 };
-        assert_eq!(lost["error_slug"], "securement_id_invalid");
+        assert_eq!(statuses, [Some(200), Some(422)], "{a:?} {b:?}");
+        let lost = a.as_ref().err().or(b.as_ref().err()).unwrap();
+        assert_eq!(lost.slug(), Some("securement_id_invalid"));
         assert_eq!(t.three_ds_events(&t.creds.project_id, &sid).await.len(), 2);
     }
 );
@@ -772,20 +778,18 @@ both_backends!(
             })
             .await;
         let base = format!("http://{}", flaky.addr);
-        let body = json!({"card_id": card, "external_user_id": "ada", "securement_id": sid, "confirm": true});
-        let (s, v) = t
-            .call_on(&base, &t.creds, "cards/3ds/confirm", body.clone())
-            .await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (500, Some("provider_error")),
-            "{v}"
+        let flaky_sdk = t.sdk_on(&base, &t.creds);
+        let body = confirm_of("ada", &card, &sid, true);
+        api_error(
+            flaky_sdk.cards_3ds_confirm(&body).await,
+            500,
+            "provider_error",
         );
         assert_eq!(t.securement_row(&card).await[0].2, "pending");
         assert_eq!(t.three_ds_events(&t.creds.project_id, &sid).await.len(), 1);
         // The retry goes through, and the webhook follows.
-        let (s, v) = t.call_on(&base, &t.creds, "cards/3ds/confirm", body).await;
-        assert_eq!((s, v["confirm"].as_str()), (200, Some("confirmed")), "{v}");
+        let v = flaky_sdk.cards_3ds_confirm(&body).await.unwrap();
+        assert_eq!(v.confirm, "confirmed");
         wait_for(&rx, "completion", |e| {
             e["securement_id"] == sid.as_str() && e["confirm"] == "confirmed"
         })

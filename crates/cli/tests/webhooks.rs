@@ -7,8 +7,10 @@
 mod common;
 
 use common::receiver::{free_port, Behaviour, Receiver};
-use common::TestServer;
-use issuing_client::{CardsFreeze, WhSubscribe};
+use common::{api_error, TestServer};
+use issuing_client::{
+    CardsFreeze, CardsTopup, Delivery, ListQuery, WhDeliveries, WhRedeliver, WhSubscribe,
+};
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -38,16 +40,18 @@ impl TestServer {
         subscription.id
     }
 
-    async fn deliveries(&self, filter: Value) -> Vec<Value> {
-        let v = self.ok("wh/deliveries", filter).await;
-        v["items"].as_array().unwrap().clone()
+    async fn deliveries(&self, filter: WhDeliveries) -> Vec<Delivery> {
+        self.sdk().wh_deliveries(&filter).await.unwrap().items
     }
 
-    /// Waits until the only delivery matching `filter` satisfies `pred`.
+    /// Waits until the only delivery matching `filter` satisfies `pred`. Raw: the tests
+    /// check that fields which do not apply are left out (not null), which the typed
+    /// `Delivery` cannot tell apart; the filters use the singular names.
     async fn wait_delivery<F: Fn(&Value) -> bool>(&self, filter: Value, pred: F) -> Value {
         let start = std::time::Instant::now();
         loop {
-            let items = self.deliveries(filter.clone()).await;
+            let v = self.ok("wh/deliveries", filter.clone()).await;
+            let items = v["items"].as_array().unwrap().clone();
             if let [d] = items.as_slice() {
                 if pred(d) {
                     return d.clone();
@@ -87,6 +91,35 @@ fn of_user(user: &str, card: &str) -> CardsFreeze {
     }
 }
 
+fn states(states: &[&str]) -> WhDeliveries {
+    WhDeliveries {
+        states: states.iter().map(|s| s.to_string()).collect(),
+        ..WhDeliveries::default()
+    }
+}
+
+fn subscribe_to(url: &str) -> WhSubscribe {
+    WhSubscribe {
+        url: url.into(),
+        ..WhSubscribe::default()
+    }
+}
+
+fn since(since: &str, subscription_id: Option<&str>) -> WhRedeliver {
+    WhRedeliver {
+        since: Some(since.into()),
+        subscription_id: subscription_id.map(Into::into),
+        ..WhRedeliver::default()
+    }
+}
+
+fn redeliver(delivery_id: &str) -> WhRedeliver {
+    WhRedeliver {
+        delivery_id: Some(delivery_id.into()),
+        ..WhRedeliver::default()
+    }
+}
+
 fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
     events
         .iter()
@@ -97,17 +130,28 @@ fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
 both_backends!(
     subscriptions_follow_the_contract,
     |t: TestServer| async move {
+        let sdk = t.sdk();
+        for bad in [
+            subscribe_to("example.com/hook"),
+            subscribe_to("ftp://example.com/hook"),
+            subscribe_to(&format!("https://example.com/{}", "a".repeat(2048))),
+            WhSubscribe {
+                event_types: vec!["card.nope".into()],
+                ..subscribe_to("https://example.com/hook")
+            },
+        ] {
+            api_error(sdk.wh_subscribe(&bad).await, 400, "validation_error");
+        }
+        // Raw: no url, and event_types that is not a list.
         for bad in [
             json!({}),
-            json!({"url": "example.com/hook"}),
-            json!({"url": "ftp://example.com/hook"}),
-            json!({"url": format!("https://example.com/{}", "a".repeat(2048))}),
-            json!({"url": "https://example.com/hook", "event_types": ["card.nope"]}),
             json!({"url": "https://example.com/hook", "event_types": "card.freeze"}),
         ] {
             t.expect_error("wh/subscribe", bad, 400, "validation_error")
                 .await;
         }
+        // Raw: checks that an empty event_types is written as [] (the typed answer
+        // would read a missing one as empty too).
         let v = t
             .ok(
                 "wh/subscribe",
@@ -124,77 +168,69 @@ both_backends!(
         for i in 1..10 {
             ids.push(t.subscribe(&format!("https://example.com/h{i}")).await);
         }
-        t.expect_error(
-            "wh/subscribe",
-            json!({"url": "https://example.com/11"}),
+        api_error(
+            sdk.wh_subscribe(&subscribe_to("https://example.com/11"))
+                .await,
             422,
             "subscription_limit_reached",
-        )
-        .await;
-
-        let v = t.ok("wh/unsubscribe", json!({"id": first})).await;
-        assert_eq!(
-            (v["id"].as_str(), v["active"].as_bool()),
-            (Some(first.as_str()), Some(false))
         );
-        let again = t.ok("wh/unsubscribe", json!({"id": first})).await;
-        assert_eq!(again["active"], false);
-        t.expect_error(
-            "wh/unsubscribe",
-            json!({"id": "nope"}),
+
+        let v = sdk.wh_unsubscribe(&first).await.unwrap();
+        assert_eq!((v.id.as_str(), v.active), (first.as_str(), false));
+        let again = sdk.wh_unsubscribe(&first).await.unwrap();
+        assert!(!again.active);
+        api_error(
+            sdk.wh_unsubscribe("nope").await,
             404,
             "subscription_not_found",
-        )
-        .await;
+        );
+        // Raw: no id.
         t.expect_error("wh/unsubscribe", json!({}), 400, "validation_error")
             .await;
         // The limit counts active subscriptions only.
         ids.push(t.subscribe("https://example.com/after").await);
 
-        let list = t.ok("wh/subscriptions", json!({"limit": 100})).await;
-        assert_eq!(list["total"], 11);
-        let listed: Vec<&str> = list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap())
-            .collect();
+        let list = sdk
+            .wh_subscriptions(&ListQuery {
+                limit: Some(100),
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(list.total, 11);
+        let listed: Vec<&str> = list.items.iter().map(|s| s.id.as_str()).collect();
         let mut newest_first = ids.clone();
         newest_first.reverse();
         assert_eq!(listed, newest_first);
-        let page = t
-            .ok("wh/subscriptions", json!({"limit": 2, "skip": 1}))
-            .await;
+        let page = sdk
+            .wh_subscriptions(&ListQuery {
+                limit: Some(2),
+                skip: Some(1),
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!((page.skip, page.limit), (1, 2));
+        assert_eq!(page.items[0].id, ids[ids.len() - 2]);
+        let inactive = &list.items[10];
         assert_eq!(
-            (page["skip"].as_i64(), page["limit"].as_i64()),
-            (Some(1), Some(2))
-        );
-        assert_eq!(page["items"][0]["id"], json!(ids[ids.len() - 2]));
-        let inactive = &list["items"].as_array().unwrap()[10];
-        assert_eq!(
-            (inactive["id"].as_str(), inactive["active"].as_bool()),
-            (Some(first.as_str()), Some(false))
+            (inactive.id.as_str(), inactive.active),
+            (first.as_str(), false)
         );
 
         // Another project sees none of them and cannot touch them.
-        let other = t.new_project("other").await;
-        let (_, v) = t.call_as(&other, "wh/subscriptions", json!({})).await;
-        assert_eq!(v["total"], 0, "{v}");
-        let (s, v) = t
-            .call_as(&other, "wh/unsubscribe", json!({"id": ids[1]}))
-            .await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (404, Some("subscription_not_found"))
+        let other = t.sdk_as(&t.new_project("other").await);
+        let v = other.wh_subscriptions(&ListQuery::default()).await.unwrap();
+        assert_eq!(v.total, 0, "{v:?}");
+        api_error(
+            other.wh_unsubscribe(&ids[1]).await,
+            404,
+            "subscription_not_found",
         );
-        let (s, v) = t
-            .call_as(
-                &other,
-                "wh/subscribe",
-                json!({"url": "https://example.com/o"}),
-            )
-            .await;
-        assert_eq!(s, 200, "the other project's limit is its own: {v}");
+        other
+            .wh_subscribe(&subscribe_to("https://example.com/o"))
+            .await
+            .expect("the other project's limit is its own");
     }
 );
 
@@ -204,9 +240,19 @@ both_backends!(
         let rx = Receiver::start(&t.creds.api_secret).await;
         t.subscribe(&rx.url).await;
         let card = t.funded_card("ada").await;
-        let (s, v) = t.topup(&card, json!("25"), "wh-topup").await;
-        assert_eq!(s, 200, "{v}");
-        t.wait_order(v["order_id"].as_str().unwrap()).await;
+        let sdk = t.sdk();
+        let v = sdk
+            .cards_topup(
+                &CardsTopup {
+                    card_id: card.clone(),
+                    amount: "25".into(),
+                    ..CardsTopup::default()
+                },
+                "wh-topup",
+            )
+            .await
+            .unwrap();
+        sdk.wait_order(&v.order_id, WAIT).await.unwrap();
         t.freeze("ada", &card).await;
         t.unfreeze("ada", &card).await;
         rx.wait_until("four card events", WAIT, |r| r.len() >= 4)
@@ -294,7 +340,13 @@ both_backends!(
         let start = std::time::Instant::now();
         let log = loop {
             let log = t
-                .deliveries(json!({"state": "succeeded", "limit": 100}))
+                .deliveries(WhDeliveries {
+                    page: ListQuery {
+                        limit: Some(100),
+                        ..ListQuery::default()
+                    },
+                    ..states(&["succeeded"])
+                })
                 .await;
             if log.len() >= 7 || start.elapsed() > WAIT {
                 break log;
@@ -303,8 +355,8 @@ both_backends!(
         };
         assert_eq!(log.len(), 7);
         for d in &log {
-            assert_eq!(d["attempts"], 1);
-            assert_eq!(d["last_status"], 200);
+            assert_eq!(d.attempts, 1);
+            assert_eq!(d.last_status, Some(200));
         }
     }
 );
@@ -333,13 +385,17 @@ both_backends!(
             b.delivered()[0]["delivery_id"].clone(),
         );
         assert_ne!(da, db, "each subscription has its own delivery_id");
-        let log_a = t.deliveries(json!({"subscription_id": sub_a})).await;
-        let log_b = t.deliveries(json!({"subscription_id": sub_b})).await;
+        let of_sub = |id: &str| WhDeliveries {
+            subscription_ids: vec![id.to_owned()],
+            ..WhDeliveries::default()
+        };
+        let log_a = t.deliveries(of_sub(&sub_a)).await;
+        let log_b = t.deliveries(of_sub(&sub_b)).await;
         assert_eq!((log_a.len(), log_b.len()), (1, 1));
-        assert_eq!(log_a[0]["delivery_id"], da);
-        assert_eq!(log_b[0]["delivery_id"], db);
+        assert_eq!(log_a[0].delivery_id, da.as_str().unwrap());
+        assert_eq!(log_b[0].delivery_id, db.as_str().unwrap());
         assert_eq!(
-            log_a[0]["event_id"], log_b[0]["event_id"],
+            log_a[0].event_id, log_b[0].event_id,
             "one event, two deliveries"
         );
     }
@@ -444,11 +500,11 @@ both_backends_with!(
 
         // Queued again by id: the same delivery_id arrives.
         rx.set(Behaviour::Succeed);
-        let v = t
-            .ok("wh/redeliver", json!({"delivery_id": d["delivery_id"]}))
-            .await;
-        assert_eq!(v["queued"], 1);
-        assert_eq!(v["delivery"]["state"], "pending");
+        let sdk = t.sdk();
+        let delivery_id = d["delivery_id"].as_str().unwrap().to_owned();
+        let v = sdk.wh_redeliver(&redeliver(&delivery_id)).await.unwrap();
+        assert_eq!(v.queued, 1);
+        assert_eq!(v.delivery.unwrap().state, "pending");
         rx.wait_until("the redelivery", WAIT, |r| {
             r.iter().any(|x| x.answered == Behaviour::Succeed)
         })
@@ -471,52 +527,49 @@ both_backends_with!(
         )
         .await;
         rx.set(Behaviour::Succeed);
-        let v = t
-            .ok(
-                "wh/redeliver",
-                json!({"since": "2000-01-01", "subscription_id": sub}),
-            )
-            .await;
-        assert_eq!(v["queued"], 2, "{v}");
+        let v = sdk
+            .wh_redeliver(&since("2000-01-01", Some(&sub)))
+            .await
+            .unwrap();
+        assert_eq!(v.queued, 2, "{v:?}");
         let start = std::time::Instant::now();
-        while t.deliveries(json!({"state": "succeeded"})).await.len() < 3 {
+        while t.deliveries(states(&["succeeded"])).await.len() < 3 {
             assert!(start.elapsed() < WAIT);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let v = t.ok("wh/redeliver", json!({"since": "2000-01-01"})).await;
-        assert_eq!(v["queued"], 0, "nothing failed is left");
+        let v = sdk.wh_redeliver(&since("2000-01-01", None)).await.unwrap();
+        assert_eq!(v.queued, 0, "nothing failed is left");
 
-        t.expect_error("wh/redeliver", json!({}), 400, "validation_error")
-            .await;
-        t.expect_error(
-            "wh/redeliver",
-            json!({"delivery_id": "x", "since": "2000-01-01"}),
+        api_error(
+            sdk.wh_redeliver(&WhRedeliver::default()).await,
             400,
             "validation_error",
-        )
-        .await;
-        t.expect_error(
-            "wh/redeliver",
-            json!({"delivery_id": "nope"}),
+        );
+        api_error(
+            sdk.wh_redeliver(&WhRedeliver {
+                delivery_id: Some("x".into()),
+                ..since("2000-01-01", None)
+            })
+            .await,
+            400,
+            "validation_error",
+        );
+        api_error(
+            sdk.wh_redeliver(&redeliver("nope")).await,
             404,
             "delivery_not_found",
-        )
-        .await;
-        t.expect_error(
-            "wh/deliveries",
-            json!({"state": "lost"}),
+        );
+        api_error(
+            sdk.wh_deliveries(&states(&["lost"])).await,
             400,
             "validation_error",
-        )
-        .await;
-        t.ok("wh/unsubscribe", json!({"id": sub})).await;
-        t.expect_error(
-            "wh/redeliver",
-            json!({"delivery_id": d["delivery_id"]}),
+        );
+        sdk.wh_unsubscribe(&sub).await.unwrap();
+        api_error(
+            sdk.wh_redeliver(&redeliver(&delivery_id)).await,
             422,
             "subscription_inactive",
-        )
-        .await;
+        );
     }
 );
 
@@ -531,7 +584,7 @@ both_backends_with!(
         t.freeze("ada", &card).await;
         rx.wait_until("a first attempt", WAIT, |r| !r.is_empty())
             .await;
-        t.ok("wh/unsubscribe", json!({"id": sub})).await;
+        t.sdk().wh_unsubscribe(&sub).await.unwrap();
         let d = t.wait_delivery(json!({}), |d| d["state"] == "failed").await;
         assert!(d.get("next_attempt_at").is_none(), "{d}");
         let seen = rx.received().len();
@@ -539,7 +592,7 @@ both_backends_with!(
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert_eq!(rx.received().len(), seen, "no attempt after unsubscribing");
         assert_eq!(
-            t.deliveries(json!({})).await.len(),
+            t.deliveries(WhDeliveries::default()).await.len(),
             1,
             "no delivery for a later event"
         );
@@ -556,13 +609,14 @@ both_backends!(
         t.freeze("ada", &card).await;
         let d = t.wait_delivery(json!({}), |d| d["state"] == "failed").await;
         assert_eq!(d["last_status"], 410);
-        let list = t.ok("wh/subscriptions", json!({})).await;
-        let s = &list["items"][0];
-        assert_eq!(
-            (s["id"].as_str(), s["active"].as_bool()),
-            (Some(sub.as_str()), Some(false))
-        );
-        assert!(s["deactivated_reason"].as_str().unwrap().contains("410"));
+        let list = t
+            .sdk()
+            .wh_subscriptions(&ListQuery::default())
+            .await
+            .unwrap();
+        let s = &list.items[0];
+        assert_eq!((s.id.as_str(), s.active), (sub.as_str(), false));
+        assert!(s.deactivated_reason.as_ref().unwrap().contains("410"));
         assert_eq!(rx.received().len(), 1);
     }
 );
@@ -571,11 +625,12 @@ both_backends!(
     projects_see_only_their_own_webhooks,
     |t: TestServer| async move {
         let other = t.new_project("other").await;
+        let their_sdk = t.sdk_as(&other);
         let rx_other = Receiver::start(&other.api_secret).await;
-        let (s, v) = t
-            .call_as(&other, "wh/subscribe", json!({"url": rx_other.url}))
-            .await;
-        assert_eq!(s, 200, "{v}");
+        their_sdk
+            .wh_subscribe(&subscribe_to(&rx_other.url))
+            .await
+            .unwrap();
         let rx = Receiver::start(&t.creds.api_secret).await;
         t.subscribe(&rx.url).await;
         let card = t.funded_card("ada").await;
@@ -586,25 +641,25 @@ both_backends!(
             rx_other.received().is_empty(),
             "another project's events never arrive"
         );
-        let mine = t.deliveries(json!({})).await;
+        let mine = t.deliveries(WhDeliveries::default()).await;
         assert_eq!(mine.len(), 2);
-        let (_, theirs) = t.call_as(&other, "wh/deliveries", json!({})).await;
-        assert_eq!(theirs["total"], 0, "{theirs}");
-        let (s, v) = t
-            .call_as(
-                &other,
-                "wh/redeliver",
-                json!({"delivery_id": mine[0]["delivery_id"]}),
-            )
-            .await;
-        assert_eq!(
-            (s, v["error_slug"].as_str()),
-            (404, Some("delivery_not_found"))
+        let theirs = their_sdk
+            .wh_deliveries(&WhDeliveries::default())
+            .await
+            .unwrap();
+        assert_eq!(theirs.total, 0, "{theirs:?}");
+        api_error(
+            their_sdk
+                .wh_redeliver(&redeliver(&mine[0].delivery_id))
+                .await,
+            404,
+            "delivery_not_found",
         );
-        let (_, v) = t
-            .call_as(&other, "wh/redeliver", json!({"since": "2000-01-01"}))
-            .await;
-        assert_eq!(v["queued"], 0);
+        let v = their_sdk
+            .wh_redeliver(&since("2000-01-01", None))
+            .await
+            .unwrap();
+        assert_eq!(v.queued, 0);
     }
 );
 
@@ -625,8 +680,11 @@ both_backends_with!(
             "http://0.0.0.0/hook",
             "http://localhost:9/hook",
         ] {
-            t.expect_error("wh/subscribe", json!({"url": url}), 400, "validation_error")
-                .await;
+            api_error(
+                t.sdk().wh_subscribe(&subscribe_to(url)).await,
+                400,
+                "validation_error",
+            );
         }
         // A subscription whose name pointed elsewhere when it was made (DNS rebinding),
         // and a literal address: both refused at connect time.
@@ -670,15 +728,15 @@ both_backends_with!(
         tx.commit().await.unwrap();
         let start = std::time::Instant::now();
         loop {
-            let items = t.deliveries(json!({})).await;
+            let items = t.deliveries(WhDeliveries::default()).await;
             assert_eq!(items.len(), 2);
             if items
                 .iter()
-                .all(|d| d["attempts"].as_i64() >= Some(1) && d["last_error"].is_string())
+                .all(|d| d.attempts >= 1 && d.last_error.is_some())
             {
                 let errors: Vec<&str> = items
                     .iter()
-                    .map(|d| d["last_error"].as_str().unwrap())
+                    .map(|d| d.last_error.as_deref().unwrap())
                     .collect();
                 assert!(
                     errors.iter().any(|e| e.contains("non-public address")),
@@ -717,29 +775,26 @@ async fn two_processes_on_postgres_deliver_everything_without_concurrent_attempt
     t.subscribe(&rx.url).await;
     let card = t.funded_card("ada").await;
     for i in 0..30 {
-        let path = if i % 2 == 0 {
-            "cards/freeze"
-        } else {
-            "cards/unfreeze"
-        };
         let base = if i % 3 == 0 { &sibling_base } else { &t.base };
-        let (s, v) = t
-            .call_on(
-                base,
-                &t.creds,
-                path,
-                json!({"card_id": card, "external_user_id": "ada"}),
-            )
-            .await;
-        assert_eq!(s, 200, "{v}");
+        let sdk = t.sdk_on(base, &t.creds);
+        let request = of_user("ada", &card);
+        if i % 2 == 0 {
+            sdk.cards_freeze(&request).await.unwrap();
+        } else {
+            sdk.cards_unfreeze(&request).await.unwrap();
+        }
     }
     let start = std::time::Instant::now();
     loop {
-        let v = t.ok("wh/deliveries", json!({"state": "succeeded"})).await;
-        if v["total"] == 31 {
+        let v = t
+            .sdk()
+            .wh_deliveries(&states(&["succeeded"]))
+            .await
+            .unwrap();
+        if v.total == 31 {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "{v}");
+        assert!(start.elapsed() < Duration::from_secs(60), "{v:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let delivered: std::collections::HashSet<String> = rx

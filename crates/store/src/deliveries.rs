@@ -95,18 +95,21 @@ pub struct Claimed {
     pub locked_until: i64,
 }
 
-/// Claims the next due delivery whose subscription is not in `skip` (subscriptions this
-/// process already sends to at its per-subscription limit). Deliveries of a suspended
-/// project are passed over: they stay pending, untouched, until it is resumed. PostgreSQL's `SKIP LOCKED`
-/// lets several processes claim different deliveries at once; SQLite serialises claims
-/// under its write lock.
-pub async fn claim_next(
+/// Claims up to `limit` due deliveries (oldest due first) whose subscription is not in
+/// `skip` (subscriptions this process already sends to at its per-subscription limit).
+/// One statement and one token for the batch; each outcome is still fenced on
+/// (delivery, token). Deliveries of a suspended project are passed over: they stay
+/// pending, untouched, until it is resumed. PostgreSQL's `SKIP LOCKED` lets several
+/// processes claim different deliveries at once; SQLite serialises claims under its
+/// write lock.
+pub async fn claim_due(
     conn: &mut Conn,
     backend: Backend,
     now: i64,
     lease_until: i64,
     skip: &[String],
-) -> Result<Option<Claimed>, StoreError> {
+    limit: i64,
+) -> Result<Vec<Claimed>, StoreError> {
     let lock = match backend {
         Backend::Postgres => " FOR UPDATE SKIP LOCKED",
         Backend::Sqlite => "",
@@ -114,15 +117,15 @@ pub async fn claim_next(
     let skip_sql = if skip.is_empty() {
         String::new()
     } else {
-        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 5)).collect();
+        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 6)).collect();
         format!(" AND subscription_id NOT IN ({})", ps.join(", "))
     };
     let sql = format!(
         "UPDATE webhook_deliveries SET locked_until = $1, locked_by = $2, attempts = attempts + 1, \
-         last_attempt_at = $3, updated_at = $3 WHERE id = \
+         last_attempt_at = $3, updated_at = $3 WHERE id IN \
          (SELECT id FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $4 \
           AND (locked_until IS NULL OR locked_until < $4){skip_sql}{NOT_SUSPENDED} \
-          ORDER BY next_attempt_at, id LIMIT 1{lock}) \
+          ORDER BY next_attempt_at, id LIMIT $5{lock}) \
          RETURNING *"
     );
     let token = new_id();
@@ -130,17 +133,28 @@ pub async fn claim_next(
         .bind(lease_until)
         .bind(&token)
         .bind(now)
-        .bind(now);
+        .bind(now)
+        .bind(limit.max(1));
     for s in skip {
         q = q.bind(s.as_str());
     }
-    let row = q.fetch_optional(&mut *conn).await?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(Claimed {
-        delivery: from_row(&row)?,
-        token,
-        locked_until: lease_until,
-    }))
+    let rows = q.fetch_all(&mut *conn).await?;
+    let mut claimed = rows
+        .iter()
+        .map(|row| {
+            Ok(Claimed {
+                delivery: from_row(row)?,
+                token: token.clone(),
+                locked_until: lease_until,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // RETURNING gives no order: send the oldest due first.
+    claimed.sort_by(|a, b| {
+        (a.delivery.next_attempt_at, &a.delivery.id)
+            .cmp(&(b.delivery.next_attempt_at, &b.delivery.id))
+    });
+    Ok(claimed)
 }
 
 /// Leaves out deliveries of suspended projects (few, so the subquery is small).

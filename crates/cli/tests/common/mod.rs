@@ -70,6 +70,26 @@ where
     body(server).await;
 }
 
+/// Asserts that a typed SDK call failed with this HTTP status and `error_slug` (and a
+/// message), as `TestServer::expect_error` does for raw calls; returns the error.
+#[track_caller]
+pub fn api_error<T: std::fmt::Debug>(
+    result: Result<T, issuing_client::ClientError>,
+    status: u16,
+    slug: &str,
+) -> issuing_client::ClientError {
+    let e = match result {
+        Ok(v) => panic!("expected {status} {slug}, got success: {v:?}"),
+        Err(e) => e,
+    };
+    assert_eq!((e.status(), e.slug()), (Some(status), Some(slug)), "{e}");
+    match &e {
+        issuing_client::ClientError::Api { message, .. } => assert!(!message.is_empty(), "{e}"),
+        other => panic!("not an API error: {other}"),
+    }
+    e
+}
+
 #[derive(Debug, Clone)]
 pub struct Creds {
     pub project_id: String,
@@ -194,7 +214,12 @@ impl TestServer {
 
     /// The typed SDK for another project of this server.
     pub fn sdk_as(&self, creds: &Creds) -> issuing_client::Client {
-        issuing_client::Client::new(&self.base, &creds.api_key, &creds.api_secret)
+        self.sdk_on(&self.base, creds)
+    }
+
+    /// The typed SDK for any server (a child process, a sibling), retries off.
+    pub fn sdk_on(&self, base: &str, creds: &Creds) -> issuing_client::Client {
+        issuing_client::Client::new(base, &creds.api_key, &creds.api_secret)
             .expect("SDK client")
             .with_retry_policy(issuing_client::RetryPolicy::none())
     }

@@ -1,7 +1,7 @@
 //! The webhook delivery worker: drains `webhook_deliveries`, at least once per delivery.
 //!
-//! One dispatcher per process claims due deliveries one attempt at a time (a lease and a
-//! fresh token per claim) and runs each attempt as its own task. At most
+//! One dispatcher per process claims due deliveries in batches (one statement, a lease
+//! and a fresh token per batch) and runs each attempt as its own task. At most
 //! `MAX_IN_FLIGHT` attempts run at once, and at most `PER_SUBSCRIPTION` to any one
 //! subscription, so a slow or dead receiver holds a few slots and never the rest. The
 //! lease outlasts the attempt's timeout, and an attempt that could no longer finish
@@ -20,9 +20,10 @@ use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
 
 /// Attempts in flight per process: each holds a socket and, briefly, a DB connection.
-const MAX_IN_FLIGHT: usize = 32;
-/// Attempts in flight per subscription and process.
-const PER_SUBSCRIPTION: usize = 4;
+const MAX_IN_FLIGHT: usize = 64;
+/// Attempts in flight per subscription and process: a slow or dead receiver holds at
+/// most this many slots; a healthy one is sent this many at once.
+const PER_SUBSCRIPTION: usize = 16;
 const _: () = assert!(PER_SUBSCRIPTION < MAX_IN_FLIGHT);
 /// An idle dispatcher looks for due retries at least this often.
 const POLL: Duration = Duration::from_secs(1);
@@ -57,16 +58,19 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
         let mut wait = POLL;
         if tasks.len() < MAX_IN_FLIGHT {
             let skip = slots.saturated();
-            match claim(&state, &skip).await {
-                Ok(Some(claimed)) => {
-                    let sub = claimed.delivery.subscription_id.clone();
-                    let handle = tasks.spawn(attempt(state.clone(), client.clone(), claimed));
-                    slots.add(handle.id(), sub);
+            let limit = slots.batch_limit(MAX_IN_FLIGHT - tasks.len());
+            match claim(&state, &skip, limit).await {
+                Ok(batch) if !batch.is_empty() => {
+                    for claimed in batch {
+                        let sub = claimed.delivery.subscription_id.clone();
+                        let handle = tasks.spawn(attempt(state.clone(), client.clone(), claimed));
+                        slots.add(handle.id(), sub);
+                    }
                     continue;
                 }
-                Ok(None) if skip.is_empty() => wait = idle_wait(&state).await,
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "could not claim a webhook delivery"),
+                Ok(_) if skip.is_empty() => wait = idle_wait(&state).await,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not claim webhook deliveries"),
             }
         }
         tokio::select! {
@@ -103,6 +107,21 @@ impl Slots {
                 self.per_sub.remove(&sub);
             }
         }
+    }
+
+    /// How many deliveries the next claim may take: within the free slots, and small
+    /// enough that even if all were for the busiest subscription not yet at its limit,
+    /// it would not pass the limit.
+    fn batch_limit(&self, free: usize) -> i64 {
+        let busiest = self
+            .per_sub
+            .values()
+            .copied()
+            .filter(|n| *n < PER_SUBSCRIPTION)
+            .max()
+            .unwrap_or(0);
+        let limit = free.min(PER_SUBSCRIPTION - busiest).max(1);
+        i64::try_from(limit).unwrap_or(1)
     }
 
     /// Subscriptions at their limit: the next claim passes over them.
@@ -145,12 +164,19 @@ async fn idle_wait(state: &AppState) -> Duration {
     }
 }
 
-async fn claim(state: &AppState, skip: &[String]) -> Result<Option<Claimed>, StoreError> {
+async fn claim(state: &AppState, skip: &[String], limit: i64) -> Result<Vec<Claimed>, StoreError> {
     let now = now_micros();
     let lease = micros(state.config.webhook_timeout + LEASE_MARGIN);
     let mut tx = state.store.begin().await?;
-    let claimed =
-        deliveries::claim_next(&mut tx, state.store.backend(), now, now + lease, skip).await?;
+    let claimed = deliveries::claim_due(
+        &mut tx,
+        state.store.backend(),
+        now,
+        now + lease,
+        skip,
+        limit,
+    )
+    .await?;
     tx.commit().await?;
     Ok(claimed)
 }
@@ -289,4 +315,30 @@ async fn finish(
         tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_never_takes_a_subscription_past_its_limit() {
+        let mut slots = Slots::default();
+        assert_eq!(slots.batch_limit(MAX_IN_FLIGHT), PER_SUBSCRIPTION as i64);
+        assert_eq!(slots.batch_limit(3), 3, "within the free slots");
+        let mut set = JoinSet::new();
+        for _ in 0..(PER_SUBSCRIPTION - 2) {
+            let h = set.spawn(async {});
+            slots.add(h.id(), "busy".into());
+        }
+        assert_eq!(slots.batch_limit(MAX_IN_FLIGHT), 2);
+        for _ in 0..2 {
+            let h = set.spawn(async {});
+            slots.add(h.id(), "busy".into());
+        }
+        // At its limit it is skipped by the claim, so it no longer bounds the batch.
+        assert_eq!(slots.saturated(), vec!["busy".to_owned()]);
+        assert_eq!(slots.batch_limit(MAX_IN_FLIGHT), PER_SUBSCRIPTION as i64);
+        while set.join_next().await.is_some() {}
+    }
 }
