@@ -86,8 +86,7 @@ impl Store {
         let (backend, url) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             (Backend::Postgres, url.to_owned())
         } else {
-            let path = url.strip_prefix("sqlite://").unwrap_or(url);
-            let path = path.split('?').next().unwrap_or(path);
+            let path = sqlite_file(url);
             if path.is_empty() {
                 return Err(StoreError::Config("empty SQLite path".into()));
             }
@@ -128,13 +127,10 @@ impl Store {
             }
         };
         let wal = match backend {
-            Backend::Sqlite => {
-                let path = url.strip_prefix("sqlite://").unwrap_or(&url);
-                let path = path.split('?').next().unwrap_or(path);
-                Some(std::sync::Arc::new(crate::wal_sync::WalSync::new(format!(
-                    "{path}-wal"
-                ))))
-            }
+            Backend::Sqlite => Some(std::sync::Arc::new(crate::wal_sync::WalSync::new(format!(
+                "{}-wal",
+                sqlite_file(&url)
+            )))),
             Backend::Postgres => None,
         };
         let write_turn = match backend {
@@ -162,10 +158,7 @@ impl Store {
     /// The database file, on SQLite.
     pub fn sqlite_path(&self) -> Option<&str> {
         match self.backend {
-            Backend::Sqlite => {
-                let rest = self.url.strip_prefix("sqlite://").unwrap_or(&self.url);
-                Some(rest.split('?').next().unwrap_or(rest))
-            }
+            Backend::Sqlite => Some(sqlite_file(&self.url)),
             Backend::Postgres => None,
         }
     }
@@ -243,4 +236,10 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// The file of a SQLite URL (`sqlite://path?options` or a plain path).
+fn sqlite_file(url: &str) -> &str {
+    let path = url.strip_prefix("sqlite://").unwrap_or(url);
+    path.split('?').next().unwrap_or(path)
 }

@@ -21,11 +21,6 @@ pub struct Entry {
     pub expires_at: i64,
 }
 
-/// Records the request; returns false when the same triple was already seen.
-pub async fn remember(conn: &mut Conn, entry: &Entry) -> Result<bool, StoreError> {
-    Ok(remember_many(conn, std::slice::from_ref(entry)).await?[0])
-}
-
 /// Records up to `MAX_BATCH` requests in one statement; returns, per entry, whether it was
 /// new. Entries must be distinct (the caller answers in-batch copies itself).
 pub async fn remember_many(conn: &mut Conn, entries: &[Entry]) -> Result<Vec<bool>, StoreError> {
