@@ -1,6 +1,7 @@
 use crate::provider::Provider;
 use crate::{MasterKey, ServerConfig};
 use issuing_domain::catalog::Catalog;
+use issuing_store::group_commit::GroupCommit;
 use issuing_store::Store;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -42,6 +43,10 @@ pub(crate) struct Shared {
     pub keys: Arc<crate::pipeline::key_cache::KeyCache>,
     /// Accepts each signed request once.
     pub replay: crate::replay::ReplayGuard,
+    /// Group commit for top-ups: each takes its project's master balance first.
+    pub topups: GroupCommit,
+    /// Group commit for authorizations: each takes one card's accounts.
+    pub authorizations: GroupCommit,
 }
 
 impl Shared {

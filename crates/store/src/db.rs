@@ -26,8 +26,38 @@ impl Tx {
         Ok(())
     }
 
+    /// Commits and hands the lock to the next writer at once, answering what to wait
+    /// for before the commit may be announced (`Durable::wait`).
+    pub async fn commit_deferred(self) -> Result<Durable, sqlx::Error> {
+        let Tx { inner, sync, _turn } = self;
+        let writing = sync.as_ref().map(|s| s.writing());
+        inner.commit().await?;
+        drop(_turn);
+        Ok(Durable {
+            sync,
+            _writing: writing,
+        })
+    }
+
     pub async fn rollback(self) -> Result<(), sqlx::Error> {
         self.inner.rollback().await
+    }
+}
+
+/// A committed transaction that may not be durable yet (SQLite's shared log fsync).
+/// Readers keep waiting for it until `wait` returns.
+#[must_use = "a commit may only be announced after `wait`"]
+pub struct Durable {
+    sync: Option<std::sync::Arc<crate::wal_sync::WalSync>>,
+    _writing: Option<crate::wal_sync::Writing>,
+}
+
+impl Durable {
+    pub async fn wait(self) -> Result<(), sqlx::Error> {
+        if let Some(sync) = &self.sync {
+            sync.wait().await.map_err(sqlx::Error::Io)?;
+        }
+        Ok(())
     }
 }
 

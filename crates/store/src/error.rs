@@ -18,6 +18,9 @@ pub enum StoreError {
     LeaseLost(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A group commit batch failed as a whole (see `group_commit.rs`).
+    #[error("group commit: {0}")]
+    Batch(String),
 }
 
 impl StoreError {

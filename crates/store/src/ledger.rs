@@ -3,6 +3,7 @@
 //! writing an immutable entry with the balance after it, all inside the caller's
 //! transaction: either every leg lands or none does. A CHECK constraint backs the rule.
 
+use crate::account_cache;
 use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
@@ -70,6 +71,9 @@ pub async fn project_account(
     project_id: &str,
     kind: AccountKind,
 ) -> Result<String, StoreError> {
+    if let Some(id) = account_cache::id(project_id, None, kind) {
+        return Ok(id);
+    }
     let row = sqlx::query(
         "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
     )
@@ -78,7 +82,9 @@ pub async fn project_account(
     .fetch_optional(&mut *conn)
     .await?
     .ok_or(StoreError::NotFound("account"))?;
-    Ok(row.try_get("id")?)
+    let id: String = row.try_get("id")?;
+    account_cache::remember(project_id, None, kind, &id);
+    Ok(id)
 }
 
 pub async fn project_balance(
@@ -106,37 +112,45 @@ pub async fn card_account(
     card_account_of_kind(conn, project_id, card_id, AccountKind::Card).await
 }
 
-/// The id and balance of a card's hold account (funds held by open authorizations).
-pub async fn card_hold_account(
+/// The id of a card's funds or hold account.
+pub async fn card_account_id(
     conn: &mut Conn,
     project_id: &str,
     card_id: &str,
-) -> Result<(String, Amount), StoreError> {
-    card_account_of_kind(conn, project_id, card_id, AccountKind::CardHold).await
+    kind: AccountKind,
+) -> Result<String, StoreError> {
+    if let Some(id) = account_cache::id(project_id, Some(card_id), kind) {
+        return Ok(id);
+    }
+    Ok(card_account_of_kind(conn, project_id, card_id, kind)
+        .await?
+        .0)
 }
 
 /// Locks a card's accounts (funds, then hold: the ledger's lock order) until the
 /// caller's transaction ends, so every card network message on one card is applied one
-/// after another on PostgreSQL. SQLite's write transaction already serialises them.
+/// after another on PostgreSQL; SQLite's write transaction already serialises them.
+/// Answers the card's available and held funds as read under that lock.
 pub async fn lock_card_accounts(
     conn: &mut Conn,
     project_id: &str,
     card_id: &str,
-) -> Result<(), StoreError> {
+) -> Result<(Amount, Amount), StoreError> {
     let lock = if conn.backend_name() == "PostgreSQL" {
         " FOR UPDATE"
     } else {
         ""
     };
     let sql = format!(
-        "SELECT id FROM accounts WHERE project_id = $1 AND card_id = $2 ORDER BY kind{lock}"
+        "SELECT id, kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2 \
+         ORDER BY kind{lock}"
     );
-    sqlx::query(&sql)
+    let rows = sqlx::query(&sql)
         .bind(project_id)
         .bind(card_id)
         .fetch_all(&mut *conn)
         .await?;
-    Ok(())
+    funds_of(project_id, card_id, &rows)
 }
 
 /// Locks one of the project's own accounts until the caller's transaction ends (on
@@ -169,17 +183,31 @@ pub async fn card_funds(
     project_id: &str,
     card_id: &str,
 ) -> Result<(Amount, Amount), StoreError> {
-    let rows =
-        sqlx::query("SELECT kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2")
-            .bind(project_id)
-            .bind(card_id)
-            .fetch_all(&mut *conn)
-            .await?;
+    let rows = sqlx::query(
+        "SELECT id, kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2",
+    )
+    .bind(project_id)
+    .bind(card_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    funds_of(project_id, card_id, &rows)
+}
+
+fn funds_of(
+    project_id: &str,
+    card_id: &str,
+    rows: &[sqlx::any::AnyRow],
+) -> Result<(Amount, Amount), StoreError> {
     let (mut available, mut held) = (None, Amount::ZERO);
     for r in rows {
         let kind: String = r.try_get("kind")?;
+        let id: String = r.try_get("id")?;
         let balance = Amount::from_micros(r.try_get("balance")?);
-        match AccountKind::parse(&kind) {
+        let kind = AccountKind::parse(&kind);
+        if let Some(kind) = kind {
+            account_cache::remember(project_id, Some(card_id), kind, &id);
+        }
+        match kind {
             Some(AccountKind::Card) => available = Some(balance),
             Some(AccountKind::CardHold) => held = balance,
             _ => {}
@@ -203,10 +231,9 @@ async fn card_account_of_kind(
     .fetch_optional(&mut *conn)
     .await?
     .ok_or(StoreError::NotFound("card account"))?;
-    Ok((
-        row.try_get("id")?,
-        Amount::from_micros(row.try_get("balance")?),
-    ))
+    let id: String = row.try_get("id")?;
+    account_cache::remember(project_id, Some(card_id), kind, &id);
+    Ok((id, Amount::from_micros(row.try_get("balance")?)))
 }
 
 /// What a transfer is about, for the history a project reconciles against.
@@ -288,19 +315,36 @@ pub async fn post(
             return Err(refused_leg(conn, meta.project_id, &leg.account, leg.amount).await);
         };
         let balance_after: i64 = row.try_get("balance")?;
-        sqlx::query(
-            "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&transfer_id)
-        .bind(&leg.account)
-        .bind(leg.amount.micros())
-        .bind(balance_after)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-        balances_after.push((leg.account.clone(), Amount::from_micros(balance_after)));
+        balances_after.push((leg.account.clone(), leg.amount, balance_after));
     }
+    // Every entry in one statement: a transfer has a handful of legs.
+    if balances_after.is_empty() {
+        return Err(StoreError::Corrupt("a transfer without legs".into()));
+    }
+    let values: Vec<String> = (0..balances_after.len())
+        .map(|i| {
+            let b = i * 4 + 2;
+            format!("($1, ${b}, ${}, ${}, ${})", b + 1, b + 2, b + 3)
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
+         VALUES {}",
+        values.join(", ")
+    );
+    let mut insert = sqlx::query(&sql).bind(&transfer_id);
+    for (account, amount, balance_after) in &balances_after {
+        insert = insert
+            .bind(account)
+            .bind(amount.micros())
+            .bind(*balance_after)
+            .bind(now);
+    }
+    insert.execute(&mut *conn).await?;
+    let balances_after = balances_after
+        .into_iter()
+        .map(|(account, _, after)| (account, Amount::from_micros(after)))
+        .collect();
     Ok(Posted {
         transfer_id,
         balances_after,
@@ -336,16 +380,15 @@ async fn refused_leg(
 }
 
 /// Where an account kind comes in the lock order of `post`.
-fn lock_rank(kind: &str) -> u8 {
-    match AccountKind::parse(kind) {
-        Some(AccountKind::Master) => 0,
-        Some(AccountKind::InFlight) => 1,
-        Some(AccountKind::FeeIncome) => 2,
-        Some(AccountKind::DepositSource) => 3,
-        Some(AccountKind::Network) => 4,
-        Some(AccountKind::Card) => 5,
-        Some(AccountKind::CardHold) => 6,
-        None => 7,
+fn lock_rank(kind: AccountKind) -> u8 {
+    match kind {
+        AccountKind::Master => 0,
+        AccountKind::InFlight => 1,
+        AccountKind::FeeIncome => 2,
+        AccountKind::DepositSource => 3,
+        AccountKind::Network => 4,
+        AccountKind::Card => 5,
+        AccountKind::CardHold => 6,
     }
 }
 
@@ -355,24 +398,39 @@ async fn lock_ranks(
     project_id: &str,
     transfer: &Transfer<String>,
 ) -> Result<std::collections::HashMap<String, u8>, StoreError> {
-    let legs = transfer.legs();
-    let placeholders: Vec<String> = (0..legs.len()).map(|i| format!("${}", i + 2)).collect();
+    let mut ranks = std::collections::HashMap::new();
+    let mut unknown = Vec::new();
+    for leg in transfer.legs() {
+        match account_cache::kind(&leg.account) {
+            Some(kind) => {
+                ranks.insert(leg.account.clone(), lock_rank(kind));
+            }
+            None => unknown.push(&leg.account),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(ranks);
+    }
+    let placeholders: Vec<String> = (0..unknown.len()).map(|i| format!("${}", i + 2)).collect();
     let sql = format!(
         "SELECT id, kind FROM accounts WHERE project_id = $1 AND id IN ({})",
         placeholders.join(", ")
     );
     let mut query = sqlx::query(&sql).bind(project_id);
-    for leg in legs {
-        query = query.bind(&leg.account);
+    for account in unknown {
+        query = query.bind(account);
     }
-    let rows = query.fetch_all(&mut *conn).await?;
-    rows.iter()
-        .map(|r| {
-            let kind: String = r.try_get("kind")?;
-            Ok((r.try_get("id")?, lock_rank(&kind)))
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::from)
+    for r in query.fetch_all(&mut *conn).await? {
+        let id: String = r.try_get("id")?;
+        let kind: String = r.try_get("kind")?;
+        let Some(kind) = AccountKind::parse(&kind) else {
+            ranks.insert(id, u8::MAX);
+            continue;
+        };
+        account_cache::remember_kind(&id, kind);
+        ranks.insert(id, lock_rank(kind));
+    }
+    Ok(ranks)
 }
 
 /// One movement of a project's master balance, as `project/txs` shows it.

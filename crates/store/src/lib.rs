@@ -6,6 +6,7 @@
 //! a state change, its ledger transfer and its outbox event always commit together.
 //! Every query on project data is scoped by `project_id`.
 
+mod account_cache;
 pub mod card_txs;
 pub mod cardholders;
 pub mod cards;
@@ -16,6 +17,7 @@ pub mod deliveries;
 pub mod deposit_addresses;
 mod error;
 pub mod events;
+pub mod group_commit;
 pub mod idempotency;
 pub mod ledger;
 mod migrate;
@@ -32,6 +34,6 @@ pub mod users;
 pub mod wakeup;
 mod wal_sync;
 
-pub use db::{Backend, Conn, Store, Tx};
+pub use db::{Backend, Conn, Durable, Store, Tx};
 pub use error::StoreError;
 pub use wal_sync::Writing;

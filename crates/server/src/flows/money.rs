@@ -15,7 +15,9 @@ pub(crate) enum Acct<'a> {
 async fn resolve(conn: &mut Conn, project_id: &str, acct: &Acct<'_>) -> Result<String, StoreError> {
     match acct {
         Acct::Project(kind) => ledger::project_account(conn, project_id, *kind).await,
-        Acct::Card(card_id) => Ok(ledger::card_account(conn, project_id, card_id).await?.0),
+        Acct::Card(card_id) => {
+            ledger::card_account_id(conn, project_id, card_id, AccountKind::Card).await
+        }
     }
 }
 

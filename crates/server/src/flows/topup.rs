@@ -16,7 +16,7 @@ use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::orders::{self, OrderRecord};
-use issuing_store::StoreError;
+use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -54,47 +54,65 @@ fn check_currency(req: &MoveRequest) -> Result<(), ApiError> {
     }
 }
 
-/// What both money moves check first, in the spec's error order: the amount, the
-/// currency, then the card and its user; the transaction is open from here on.
-struct Opened {
-    amount: Amount,
-    now: i64,
-    tx: issuing_store::Tx,
-    card: issuing_store::cards::CardRecord,
-}
-
-async fn open(state: &AppState, project_id: &str, req: &MoveRequest) -> Result<Opened, ApiError> {
+/// What both money moves check before they touch the database, in the spec's error
+/// order: the amount, then the currency. The card and its user come next, inside the
+/// transaction.
+fn check(req: &MoveRequest) -> Result<(Amount, i64), ApiError> {
     let amount = parse_amount(req)?;
     check_currency(req)?;
-    let now = now_micros();
-    let mut tx = state.store.begin().await?;
-    let card = card_for_user(
-        &mut tx,
+    Ok((amount, now_micros()))
+}
+
+async fn card(
+    conn: &mut Conn,
+    project_id: &str,
+    req: &MoveRequest,
+) -> Result<issuing_store::cards::CardRecord, ApiError> {
+    card_for_user(
+        conn,
         project_id,
         req.card_id.as_deref(),
         req.external_user_id.as_deref(),
     )
-    .await?;
-    Ok(Opened {
-        amount,
-        now,
-        tx,
-        card,
-    })
+    .await
 }
 
+/// Top-ups run in the top-ups writer's batches (`group_commit.rs`): each takes its
+/// project's master balance first and touches no card account, so a batch takes its
+/// locks in the ledger's order.
 pub(crate) async fn topup(
     state: &AppState,
     project_id: &str,
     req: MoveRequest,
     token: IdempotencyToken,
 ) -> Result<Value, ApiError> {
-    let Opened {
-        amount,
-        now,
-        mut tx,
-        card,
-    } = open(state, project_id, &req).await?;
+    let (amount, now) = check(&req)?;
+    let shared = state.clone();
+    let project_id = project_id.to_owned();
+    let body = state
+        .topups
+        .run(&project_id.clone(), move |conn| {
+            Box::pin(async move {
+                let order = debit(conn, &shared, &project_id, &req, amount, now).await?;
+                record(conn, &token, order).await
+            })
+        })
+        .await?;
+    announced(state);
+    Ok(body)
+}
+
+/// The top-up's checks and its change: the master balance pays amount + fee into
+/// in-flight and fee income, and the order and its event are written.
+async fn debit(
+    conn: &mut Conn,
+    state: &AppState,
+    project_id: &str,
+    req: &MoveRequest,
+    amount: Amount,
+    now: i64,
+) -> Result<OrderRecord, ApiError> {
+    let card = card(conn, project_id, req).await?;
     if card.status != "active" {
         return Err(ApiError::new(
             ErrorSlug::CardNotActive,
@@ -112,14 +130,15 @@ pub(crate) async fn topup(
     let fee = product.topup_fee(amount);
 
     let order_id = new_id();
+    let tag = money::Tag {
+        project_id,
+        order_id: &order_id,
+        card_id: &card.id,
+    };
     let master = || Acct::Project(AccountKind::Master);
     money::transfer(
-        &mut tx,
-        &money::Tag {
-            project_id,
-            order_id: &order_id,
-            card_id: &card.id,
-        },
+        conn,
+        &tag,
         TransferKind::CardTopup,
         master(),
         Acct::Project(AccountKind::InFlight),
@@ -127,12 +146,8 @@ pub(crate) async fn topup(
     )
     .await?;
     money::transfer(
-        &mut tx,
-        &money::Tag {
-            project_id,
-            order_id: &order_id,
-            card_id: &card.id,
-        },
+        conn,
+        &tag,
         TransferKind::TopupFee,
         master(),
         Acct::Project(AccountKind::FeeIncome),
@@ -142,7 +157,7 @@ pub(crate) async fn topup(
     // Read after the debit, which holds the master row's lock until commit: a read
     // before it could miss topups committed meanwhile on PostgreSQL, and the order
     // would show another order's debit as its own.
-    let balance_after = money::master_balance(&mut tx, project_id).await?;
+    let balance_after = money::master_balance(conn, project_id).await?;
     let total = Amount::from_micros(amount.micros() + fee.micros());
     let balance_before = Amount::from_micros(balance_after.micros() + total.micros());
     let order = new_order(
@@ -160,9 +175,9 @@ pub(crate) async fn topup(
             "currency": "usdt",
         }),
     );
-    orders::insert(&mut tx, &order).await?;
+    orders::insert(conn, &order).await?;
     events::insert(
-        &mut tx,
+        conn,
         &NewEvent {
             project_id,
             event_type: "card.topup",
@@ -173,7 +188,7 @@ pub(crate) async fn topup(
         },
     )
     .await?;
-    finish(state, tx, token, order).await
+    Ok(order)
 }
 
 pub(crate) async fn withdraw(
@@ -182,12 +197,9 @@ pub(crate) async fn withdraw(
     req: MoveRequest,
     token: IdempotencyToken,
 ) -> Result<Value, ApiError> {
-    let Opened {
-        amount,
-        now,
-        mut tx,
-        card,
-    } = open(state, project_id, &req).await?;
+    let (amount, now) = check(&req)?;
+    let mut tx = state.store.begin().await?;
+    let card = card(&mut tx, project_id, &req).await?;
     let subprovider = state.catalog().subprovider(&card.subprovider_code);
     if !subprovider.is_some_and(|s| s.withdraw_supported) {
         return Err(ApiError::new(
@@ -242,7 +254,10 @@ pub(crate) async fn withdraw(
         }),
     );
     orders::insert(&mut tx, &order).await?;
-    finish(state, tx, token, order).await
+    let body = record(&mut tx, &token, order).await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    announced(state);
+    Ok(body)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -280,19 +295,23 @@ pub(crate) fn new_order(
     }
 }
 
-async fn finish(
-    state: &AppState,
-    mut tx: issuing_store::Tx,
-    token: IdempotencyToken,
+/// Stores the order's answer under its idempotency key and announces the order to
+/// every process's workers, in the order's transaction.
+async fn record(
+    conn: &mut Conn,
+    token: &IdempotencyToken,
     order: OrderRecord,
 ) -> Result<Value, ApiError> {
     let mut body =
         serde_json::to_value(OrderView::from(order)).map_err(|_| ApiError::internal())?;
     body["success"] = json!(true);
-    token.complete(&mut tx, &body).await?;
-    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    token.complete(conn, &body).await?;
+    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+    Ok(body)
+}
+
+/// Wakes this process's workers once the order is committed.
+fn announced(state: &AppState) {
     state.orders_wakeup.notify_one();
     state.deliveries_wakeup.notify_one();
-    Ok(body)
 }

@@ -43,7 +43,13 @@ pub(crate) async fn serve(
 
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let db = state.metrics.db_stats(&state.store).await;
-    let body = state.metrics.render(db.as_ref(), stats::pool(&state.store));
+    let writers = [
+        ("topups", state.topups.stats()),
+        ("authorizations", state.authorizations.stats()),
+    ];
+    let body = state
+        .metrics
+        .render(db.as_ref(), stats::pool(&state.store), &writers);
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
 }
 

@@ -14,6 +14,7 @@ mod text;
 pub(crate) use http::track_requests;
 pub(crate) use listener::serve;
 
+use issuing_store::group_commit::Stats as GroupCommitStats;
 use issuing_store::stats::{DeliveryQueue, OrderCount, PoolStats};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -112,7 +113,12 @@ impl Metrics {
 
     /// The text exposition of everything: in-process counters, the database counts
     /// (`None` when the database did not answer) and the connection pool.
-    pub fn render(&self, db: Option<&DbStats>, pool: PoolStats) -> String {
+    pub fn render(
+        &self,
+        db: Option<&DbStats>,
+        pool: PoolStats,
+        writers: &[(&str, &GroupCommitStats)],
+    ) -> String {
         let mut t = Text::default();
         t.family(
             "issuing_build_info",
@@ -168,6 +174,7 @@ impl Metrics {
             "The most connections this process's database pool opens.",
         );
         t.sample("issuing_db_pool_max_connections", &[], pool.max);
+        render_writers(&mut t, writers);
         t.finish()
     }
 
@@ -223,6 +230,30 @@ impl Metrics {
             &[],
             self.in_flight.load(Ordering::Relaxed),
         );
+    }
+}
+
+/// Group commit writers: operations per batch is how much they save.
+fn render_writers(t: &mut Text, writers: &[(&str, &GroupCommitStats)]) {
+    type Counter = fn(&GroupCommitStats) -> &AtomicU64;
+    let families: [(&str, &str, Counter); 2] = [
+        (
+            "issuing_group_commit_batches_total",
+            "Transactions the group commit writers ran, by writer (topups, authorizations).",
+            |s| &s.batches,
+        ),
+        (
+            "issuing_group_commit_operations_total",
+            "Operations the group commit writers applied in those transactions, by writer.",
+            |s| &s.operations,
+        ),
+    ];
+    for (family, help, counter) in families {
+        t.family(family, "counter", help);
+        for (name, stats) in writers {
+            let n = counter(stats).load(Ordering::Relaxed);
+            t.sample(family, &[("writer", name)], n);
+        }
     }
 }
 
@@ -292,7 +323,10 @@ mod tests {
         m.record_request("/api/v2/users/create", 200, Duration::from_millis(70));
         m.record_request("/api/v2/users/create", 409, Duration::from_secs(20));
         m.webhook_attempt("pending");
-        let text = m.render(None, pool());
+        let topups = GroupCommitStats::default();
+        topups.batches.fetch_add(2, Ordering::Relaxed);
+        topups.operations.fetch_add(9, Ordering::Relaxed);
+        let text = m.render(None, pool(), &[("topups", &topups)]);
         for line in [
             "issuing_http_requests_total{endpoint=\"/api/v2/users/create\",status=\"200\"} 2",
             "issuing_http_requests_total{endpoint=\"/api/v2/users/create\",status=\"409\"} 1",
@@ -307,6 +341,8 @@ mod tests {
             "issuing_db_up 0",
             "issuing_db_pool_connections{state=\"in_use\"} 1",
             "issuing_db_pool_max_connections 8",
+            "issuing_group_commit_batches_total{writer=\"topups\"} 2",
+            "issuing_group_commit_operations_total{writer=\"topups\"} 9",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }

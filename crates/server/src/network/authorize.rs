@@ -1,18 +1,29 @@
 //! Authorization requests: approve and hold, or decline (CONTRACT §9).
 
-use super::{emit, flow_error, lock_card, new_tx, post, Applied, Purchase, Side};
+use super::{
+    applied_on, emit, flow_error, lock_card_with_funds, new_tx, post, Applied, Purchase, Side,
+};
 use crate::state::AppState;
 use issuing_domain::card_tx::{
     TxKind, TxStatus, DECLINE_CARD_NOT_ACTIVE, DECLINE_INSUFFICIENT_FUNDS,
 };
 use issuing_domain::ledger::TransferKind;
 use issuing_domain::time::now_micros;
-use issuing_store::{card_txs, ledger};
+use issuing_store::{card_txs, Conn};
 use issuing_wire::{Amount, ApiError};
 
-/// Decides and records one authorization. The card's funds are locked before they are
-/// read, so concurrent authorizations on one card are decided one after another and
-/// can never hold the same money twice.
+/// One authorization request, owned: it waits in the writer's queue.
+struct Request {
+    project_id: String,
+    card_id: String,
+    amount: Amount,
+    purchase: Purchase,
+    message_id: Option<String>,
+}
+
+/// Decides and records one authorization, in the authorizations writer's next batch
+/// (`group_commit.rs`): an authorization takes only its card's accounts, so a batch
+/// takes its locks in the ledger's order.
 pub(super) async fn authorize(
     state: &AppState,
     project_id: &str,
@@ -21,10 +32,42 @@ pub(super) async fn authorize(
     purchase: &Purchase,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let mut tx = state.store.begin().await?;
-    let card = lock_card(&mut tx, state, project_id, card_id).await?;
+    let shared = state.clone();
+    let req = Request {
+        project_id: project_id.to_owned(),
+        card_id: card_id.to_owned(),
+        amount,
+        purchase: purchase.clone(),
+        message_id: message_id.map(str::to_owned),
+    };
+    state
+        .authorizations
+        .run(card_id, move |conn| {
+            Box::pin(async move { decide(conn, &shared, &req).await })
+        })
+        .await
+}
+
+/// The card's funds are locked before they are read, so concurrent authorizations on
+/// one card are decided one after another and can never hold the same money twice.
+async fn decide(conn: &mut Conn, state: &AppState, req: &Request) -> Result<Applied, ApiError> {
+    let Request {
+        project_id,
+        card_id,
+        amount,
+        purchase,
+        message_id,
+    } = req;
+    let (amount, message_id) = (*amount, message_id.as_deref());
+    // A copy of this message earlier in the same batch is not committed yet, so the
+    // check `apply` made before queueing could not see it.
+    if let Some(id) = message_id {
+        if let Some(applied) = applied_on(conn, project_id, id).await? {
+            return Ok(applied);
+        }
+    }
+    let (card, available) = lock_card_with_funds(conn, project_id, card_id).await?;
     let now = now_micros();
-    let (_, available) = ledger::card_account(&mut tx, project_id, card_id).await?;
     let decline = if card.status != "active" {
         Some(DECLINE_CARD_NOT_ACTIVE)
     } else if available.micros() < amount.micros() {
@@ -60,10 +103,10 @@ pub(super) async fn authorize(
             rec
         }
     };
-    card_txs::insert(&mut tx, &rec).await?;
+    card_txs::insert(conn, &rec).await?;
     if rec.held > 0 {
         post(
-            &mut tx,
+            conn,
             &rec,
             TransferKind::CardAuthHold,
             Side::Funds,
@@ -73,9 +116,8 @@ pub(super) async fn authorize(
         .await
         .map_err(flow_error)?;
     }
-    emit(&mut tx, &card, &rec, message_id, "authorization")
+    emit(conn, &card, &rec, message_id, "authorization")
         .await
         .map_err(flow_error)?;
-    super::commit(tx).await?;
     Ok(Applied { tx: rec, card })
 }

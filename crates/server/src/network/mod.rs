@@ -195,13 +195,23 @@ async fn already_applied(
     message_id: &str,
 ) -> Result<Option<Applied>, ApiError> {
     let mut conn = state.store.conn().await?;
-    let Some(tx_id) = card_txs::message_applied(&mut conn, project_id, message_id).await? else {
+    applied_on(&mut conn, project_id, message_id).await
+}
+
+/// The transaction a network message already made, as `conn` sees it (inside a group
+/// commit batch, that includes copies applied earlier in the same batch).
+pub(crate) async fn applied_on(
+    conn: &mut Conn,
+    project_id: &str,
+    message_id: &str,
+) -> Result<Option<Applied>, ApiError> {
+    let Some(tx_id) = card_txs::message_applied(conn, project_id, message_id).await? else {
         return Ok(None);
     };
-    let tx = card_txs::get(&mut conn, project_id, &tx_id)
+    let tx = card_txs::get(conn, project_id, &tx_id)
         .await?
         .ok_or_else(ApiError::internal)?;
-    let card = cards::get(&mut conn, project_id, &tx.card_id)
+    let card = cards::get(conn, project_id, &tx.card_id)
         .await?
         .ok_or_else(ApiError::internal)?;
     Ok(Some(Applied { tx, card }))
@@ -243,16 +253,25 @@ pub(crate) fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError>
 /// lock order), so every message on one card is serialised on PostgreSQL before it
 /// touches the network account; SQLite's write transaction serialises already.
 pub(crate) async fn lock_card(
-    tx: &mut Tx,
+    conn: &mut Conn,
     _state: &AppState,
     project_id: &str,
     card_id: &str,
 ) -> Result<CardRecord, ApiError> {
-    let card = cards::get(tx, project_id, card_id)
+    Ok(lock_card_with_funds(conn, project_id, card_id).await?.0)
+}
+
+/// `lock_card`, also answering the card's available funds as read under the lock.
+pub(crate) async fn lock_card_with_funds(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(CardRecord, Amount), ApiError> {
+    let card = cards::get(conn, project_id, card_id)
         .await?
         .ok_or_else(card_not_found)?;
-    ledger::lock_card_accounts(tx, project_id, card_id).await?;
-    Ok(card)
+    let (available, _) = ledger::lock_card_accounts(conn, project_id, card_id).await?;
+    Ok((card, available))
 }
 
 /// Opens the transaction a message names: its card's accounts locked, then the
@@ -319,17 +338,14 @@ pub(crate) async fn post(
         card_id: &str,
         side: Side,
     ) -> Result<String, StoreError> {
-        Ok(match side {
-            Side::Funds => ledger::card_account(conn, project_id, card_id).await?.0,
-            Side::Hold => {
-                ledger::card_hold_account(conn, project_id, card_id)
-                    .await?
-                    .0
-            }
+        let kind = match side {
+            Side::Funds => AccountKind::Card,
+            Side::Hold => AccountKind::CardHold,
             Side::Network => {
-                ledger::project_account(conn, project_id, AccountKind::Network).await?
+                return ledger::project_account(conn, project_id, AccountKind::Network).await
             }
-        })
+        };
+        ledger::card_account_id(conn, project_id, card_id, kind).await
     }
     let from = account(conn, project_id, card_id, from).await?;
     let to = account(conn, project_id, card_id, to).await?;
@@ -351,7 +367,7 @@ pub(crate) async fn post(
 /// Writes the `card_transaction` event of a transaction's new state, and records the
 /// network message that caused it.
 pub(crate) async fn emit(
-    tx: &mut Tx,
+    tx: &mut Conn,
     card: &CardRecord,
     rec: &CardTxRecord,
     message_id: Option<&str>,
