@@ -43,10 +43,13 @@ pub(crate) struct Shared {
     pub keys: Arc<crate::pipeline::key_cache::KeyCache>,
     /// Accepts each signed request once.
     pub replay: crate::replay::ReplayGuard,
-    /// Group commit for top-ups: each takes its project's master balance first.
-    pub topups: GroupCommit,
+    /// Group commit for card issues and top-ups: each takes its project's master
+    /// balance first.
+    pub master_moves: GroupCommit,
     /// Group commit for authorizations: each takes one card's accounts.
     pub authorizations: GroupCommit,
+    /// Group commit for webhook attempt outcomes: each updates its own delivery.
+    pub webhook_outcomes: GroupCommit,
 }
 
 impl Shared {

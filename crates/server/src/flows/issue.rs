@@ -1,12 +1,15 @@
 //! cards/create: checks in the order the spec lists the errors, then in one transaction
 //! charges the issue fee (and an optional initial topup), creates the card, its account,
-//! the order and the `card.created` event, and stores the idempotent response.
+//! the order and the `card.created` event, and stores the idempotent response. That
+//! transaction is a batch of the master balance writer (`group_commit.rs`), shared
+//! with the project's other card issues and top-ups, each in its own savepoint.
 
 use super::money::{self, Acct};
 use super::{kyc, required_user};
 use crate::pipeline::idempotency::IdempotencyToken;
 use crate::routes::orders::OrderView;
 use crate::state::AppState;
+use issuing_domain::catalog::Product;
 use issuing_domain::ids::new_id;
 use issuing_domain::kyc::parse_kyc;
 use issuing_domain::ledger::{AccountKind, TransferKind};
@@ -14,7 +17,7 @@ use issuing_domain::time::now_micros;
 use issuing_store::cards::CardRecord;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::orders::{self, OrderRecord};
-use issuing_store::{cardholders, cards, ledger, users};
+use issuing_store::{cardholders, cards, ledger, users, Conn};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -85,14 +88,59 @@ pub(crate) async fn create(
         cardholders::update_kyc(&mut tx, &holder).await?;
         tx.commit().await.map_err(issuing_store::StoreError::from)?;
     }
-    let mut tx = state.store.begin().await?;
-    let user = users::get_by_external_id(&mut tx, project_id, &external_user_id)
+    let issue = Issue {
+        project_id: project_id.to_owned(),
+        external_user_id,
+        product,
+        initial_topup,
+        now,
+    };
+    let body = state
+        .master_moves
+        .run(project_id, move |conn| {
+            Box::pin(async move {
+                let body = charge(conn, &issue).await?;
+                token.complete(conn, &body).await?;
+                issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+                Ok::<_, ApiError>(body)
+            })
+        })
+        .await?;
+    state.orders_wakeup.notify_one();
+    state.deliveries_wakeup.notify_one();
+    Ok(body)
+}
+
+/// A card issue, owned: it waits in the writer's queue.
+struct Issue {
+    project_id: String,
+    external_user_id: String,
+    product: Product,
+    initial_topup: Option<Amount>,
+    now: i64,
+}
+
+/// The issue's remaining checks and its change, on the master balance writer's
+/// connection (`group_commit.rs`): it takes the project's master balance first, like a
+/// top-up. Answers the response body.
+async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
+    let Issue {
+        project_id,
+        external_user_id,
+        product,
+        initial_topup,
+        now,
+    } = issue;
+    let (project_id, initial_topup, now) = (project_id.as_str(), *initial_topup, *now);
+    let cardholder_missing =
+        || ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found");
+    let user = users::get_by_external_id(conn, project_id, external_user_id)
         .await?
         .ok_or_else(cardholder_missing)?;
     let holder = cardholders::get_for_user(
-        &mut tx,
+        conn,
         project_id,
-        &external_user_id,
+        external_user_id,
         &product.subprovider_code,
     )
     .await?
@@ -151,22 +199,15 @@ pub(crate) async fn create(
         frozen_at: None,
         closed_at: None,
     };
-    cards::insert(&mut tx, &card).await?;
-    ledger::open_account(&mut tx, project_id, AccountKind::Card, Some(&card_id), now).await?;
-    ledger::open_account(
-        &mut tx,
-        project_id,
-        AccountKind::CardHold,
-        Some(&card_id),
-        now,
-    )
-    .await?;
+    cards::insert(conn, &card).await?;
+    ledger::open_account(conn, project_id, AccountKind::Card, Some(&card_id), now).await?;
+    ledger::open_account(conn, project_id, AccountKind::CardHold, Some(&card_id), now).await?;
 
     let fee_income = || Acct::Project(AccountKind::FeeIncome);
     let master = || Acct::Project(AccountKind::Master);
     let issue_fee = product.pricing.issue_fee;
     money::transfer(
-        &mut tx,
+        conn,
         &money::Tag {
             project_id,
             order_id: &order_id,
@@ -181,7 +222,7 @@ pub(crate) async fn create(
     if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
         let in_flight = Acct::Project(AccountKind::InFlight);
         money::transfer(
-            &mut tx,
+            conn,
             &money::Tag {
                 project_id,
                 order_id: &order_id,
@@ -194,7 +235,7 @@ pub(crate) async fn create(
         )
         .await?;
         money::transfer(
-            &mut tx,
+            conn,
             &money::Tag {
                 project_id,
                 order_id: &order_id,
@@ -209,7 +250,7 @@ pub(crate) async fn create(
     }
     // Read while this transaction holds the master row, and derive the balance before
     // from what was charged: a read before the debit could see other orders' changes.
-    let balance_after = money::master_balance(&mut tx, project_id).await?;
+    let balance_after = money::master_balance(conn, project_id).await?;
     let charged = issue_fee.micros()
         + initial_topup.map_or(0, Amount::micros)
         + topup_fee.map_or(0, Amount::micros);
@@ -246,9 +287,9 @@ pub(crate) async fn create(
         completed_at: None,
         failed_at: None,
     };
-    orders::insert(&mut tx, &order).await?;
+    orders::insert(conn, &order).await?;
     events::insert(
-        &mut tx,
+        conn,
         &NewEvent {
             project_id,
             event_type: "card.created",
@@ -270,10 +311,5 @@ pub(crate) async fn create(
         "status": CARD_PENDING,
         "order": OrderView::from(order),
     });
-    token.complete(&mut tx, &body).await?;
-    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
-    tx.commit().await.map_err(issuing_store::StoreError::from)?;
-    state.orders_wakeup.notify_one();
-    state.deliveries_wakeup.notify_one();
     Ok(body)
 }

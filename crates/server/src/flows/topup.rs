@@ -77,7 +77,7 @@ async fn card(
     .await
 }
 
-/// Top-ups run in the top-ups writer's batches (`group_commit.rs`): each takes its
+/// Top-ups run in the master balance writer's batches (`group_commit.rs`): each takes its
 /// project's master balance first and touches no card account, so a batch takes its
 /// locks in the ledger's order.
 pub(crate) async fn topup(
@@ -90,7 +90,7 @@ pub(crate) async fn topup(
     let shared = state.clone();
     let project_id = project_id.to_owned();
     let body = state
-        .topups
+        .master_moves
         .run(&project_id.clone(), move |conn| {
             Box::pin(async move {
                 let order = debit(conn, &shared, &project_id, &req, amount, now).await?;

@@ -44,8 +44,9 @@ pub(crate) async fn serve(
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let db = state.metrics.db_stats(&state.store).await;
     let writers = [
-        ("topups", state.topups.stats()),
+        ("master_moves", state.master_moves.stats()),
         ("authorizations", state.authorizations.stats()),
+        ("webhook_outcomes", state.webhook_outcomes.stats()),
     ];
     let body = state
         .metrics

@@ -289,6 +289,9 @@ fn retry_or_fail(
     }
 }
 
+/// Records an attempt's outcome in the outcome writer's next batch (`group_commit.rs`):
+/// outcomes of many attempts share one transaction instead of queueing one by one for
+/// the write lock behind the writes that produce events.
 async fn finish(
     state: &AppState,
     claimed: &Claimed,
@@ -296,12 +299,31 @@ async fn finish(
     gone: bool,
 ) -> Result<(), StoreError> {
     let d = &claimed.delivery;
+    let (claimed_op, outcome_op) = (claimed.clone(), outcome.clone());
+    let recorded = state
+        .webhook_outcomes
+        .run(&d.id, move |conn| {
+            Box::pin(async move { record(conn, &claimed_op, &outcome_op, gone).await })
+        })
+        .await?;
+    if !recorded {
+        tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile");
+    }
+    Ok(())
+}
+
+async fn record(
+    conn: &mut issuing_store::Conn,
+    claimed: &Claimed,
+    outcome: &Outcome,
+    gone: bool,
+) -> Result<bool, StoreError> {
+    let d = &claimed.delivery;
     let now = now_micros();
-    let mut tx = state.store.begin().await?;
-    let recorded = deliveries::record(&mut tx, claimed, outcome, now).await?;
+    let recorded = deliveries::record(conn, claimed, outcome, now).await?;
     if recorded && gone {
         subscriptions::deactivate(
-            &mut tx,
+            conn,
             &d.project_id,
             &d.subscription_id,
             "receiver answered 410 Gone",
@@ -310,11 +332,7 @@ async fn finish(
         .await?;
         tracing::info!(subscription_id = %d.subscription_id, "receiver answered 410 Gone; subscription deactivated");
     }
-    tx.commit().await?;
-    if !recorded {
-        tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile");
-    }
-    Ok(())
+    Ok(recorded)
 }
 
 #[cfg(test)]
