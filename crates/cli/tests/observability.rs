@@ -269,6 +269,11 @@ both_backends_with!(
                 ("issuing_webhook_deliveries_pending", 1.0),
                 ("issuing_webhook_deliveries_due", 0.0),
                 ("issuing_webhook_deliveries_failed", 1.0),
+                // Each attempt's outcome went through the outcome writer.
+                (
+                    "issuing_group_commit_operations_total{writer=\"webhook_outcomes\"}",
+                    3.0,
+                ),
                 (
                     "issuing_orders{type=\"card_issue\",status=\"completed\"}",
                     1.0,

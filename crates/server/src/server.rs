@@ -12,16 +12,6 @@ use tokio::sync::{watch, Notify};
 
 /// Upper bound on order workers per process: each holds a database connection.
 const MAX_ORDER_WORKERS: usize = 8;
-/// Group commit writers on PostgreSQL (SQLite has one of each), each holding a pooled
-/// connection while it runs a batch. Card issues and top-ups of one project all take
-/// its master balance, so more writers only help with several busy projects; authorizations on
-/// different cards run side by side, and 8 writers match the throughput that 16
-/// concurrent transactions had. With the outcome writers, at most 14 of the pool's 24 connections.
-const MASTER_WRITERS: usize = 4;
-const AUTHORIZATION_WRITERS: usize = 8;
-/// Webhook outcomes touch one delivery row each; two writers keep one slow batch from
-/// holding up every outcome.
-const OUTCOME_WRITERS: usize = 2;
 use tokio::task::JoinSet;
 
 /// A server listening and its workers running. Dropping it does not stop it; call
@@ -81,9 +71,9 @@ pub async fn start(
         deposit_key: deposit_key.map(Arc::new),
         keys: Arc::default(),
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
-        master_moves: GroupCommit::start(store.clone(), "master_moves", MASTER_WRITERS),
-        authorizations: GroupCommit::start(store.clone(), "authorizations", AUTHORIZATION_WRITERS),
-        webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes", OUTCOME_WRITERS),
+        master_moves: GroupCommit::start(store.clone(), "master_moves"),
+        authorizations: GroupCommit::start(store.clone(), "authorizations"),
+        webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes"),
     });
     for _ in 0..workers {
         tasks.spawn(workers::orders::run(state.clone(), rx.clone()));

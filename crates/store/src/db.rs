@@ -84,7 +84,7 @@ pub enum Backend {
 /// Bounds on the pool: enough for 2 cores and a few workers, small enough that a burst
 /// queues in the pool instead of overwhelming the database.
 const SQLITE_POOL_SIZE: u32 = 8;
-const POSTGRES_POOL_SIZE: u32 = 24;
+const POSTGRES_POOL_SIZE: u32 = 16;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Clone)]

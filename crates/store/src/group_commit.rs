@@ -1,20 +1,28 @@
-//! Group commit: one writer task applies many concurrent operations in one transaction.
+//! Group commit: on SQLite, one writer task applies many concurrent operations in one
+//! transaction.
 //!
 //! Each operation runs inside its own savepoint, so a failing operation is rolled back
 //! alone and answers its own error while the rest of its batch commits. Every caller is
-//! answered only after the batch's COMMIT is durable (on SQLite, after the shared fsync
-//! of the log); if the commit fails, every operation of the batch fails with it.
+//! answered only after the batch's COMMIT is durable (after the shared fsync of the log,
+//! `wal_sync.rs`); if the commit fails, every operation of the batch fails with it.
 //!
-//! Why: a money move serialises on its rows (the master balance, a card's accounts) and,
-//! on SQLite, on the one write lock. Applied one transaction each, every move pays for
-//! BEGIN, COMMIT and the lock's hand-over to the next writer, and on PostgreSQL the
-//! next writer waits on the row lock for the whole of the previous transaction. The
-//! writer pays those once per batch, and a batch never waits on itself.
+//! Why on SQLite: every write transaction takes the one write lock, and sqlx's driver
+//! costs a thread hand-over per statement. Applied one transaction each, every operation
+//! pays for BEGIN, COMMIT, the pool and the lock's hand-over to the next writer; the
+//! writer pays those once per batch (savepoints cost one statement per operation).
+//!
+//! Why not on PostgreSQL, where each operation runs in a transaction of its own (same
+//! interface, no batching): measured with `issuing-bench`, a writer there runs every
+//! operation's statements one round trip after another, where concurrent transactions
+//! overlap everything but the part under a row lock. Batched top-ups and card issues
+//! were no faster (one project's master balance is the bound either way), authorizations
+//! on different cards needed 8 writers to match concurrent transactions, and a batch
+//! holding a project's in-flight account for all of its operations halved the rate at
+//! which the order workers could finish top-ups. See docs/benchmarks.md.
 //!
 //! Operations only read and write through the connection they are given: they must not
 //! open transactions of their own, and must take row locks in the ledger's lock order
-//! like every other transaction. A writer serves one kind of operation (see its user),
-//! so a batch takes its locks in one order too.
+//! like every other transaction.
 //!
 //! Bounded: the queue holds `QUEUE` operations (callers wait for room), a batch holds at
 //! most `MAX_BATCH`.
@@ -29,12 +37,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
-/// The most operations in one transaction. A batch holds its locks (on SQLite, the
-/// write lock) until it commits, so this also bounds how long it keeps others waiting.
+/// The most operations in one transaction. A batch holds the write lock until it
+/// commits, so this also bounds how long it keeps other writers waiting.
 pub const MAX_BATCH: usize = 64;
 const QUEUE: usize = 1024;
-/// The most writers of one kind; each holds a pooled connection while it runs a batch.
-pub const MAX_SHARDS: usize = 8;
 
 /// What an operation returns: its result, borrowed from the writer's connection.
 pub type OpFuture<'c, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>;
@@ -106,9 +112,11 @@ impl<T: Send, E: From<StoreError> + Send> Ran for Done<T, E> {
 /// The handle to one writer task. Cloning shares the writer.
 #[derive(Clone)]
 pub struct GroupCommit {
-    /// One queue per writer task; an operation's key picks its writer.
-    writers: Arc<[mpsc::Sender<Box<dyn Job>>]>,
+    /// The writer task's queue; None on PostgreSQL, where each operation runs in a
+    /// transaction of its own on `store`.
+    writer: Option<mpsc::Sender<Box<dyn Job>>>,
     stats: Arc<Stats>,
+    store: Store,
 }
 
 /// How many batches and operations a writer has applied (committed or not).
@@ -125,46 +133,41 @@ impl std::fmt::Debug for GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the writers of one kind of operation on `store`. On SQLite one writer:
-    /// every write takes the one write lock anyway. On PostgreSQL `shards` writers, each
-    /// with its own connection, so operations on different rows (cards, projects) run
-    /// side by side, while those with one key share a writer and so never wait on each
-    /// other's row locks.
-    pub fn start(store: Store, name: &'static str, shards: usize) -> GroupCommit {
-        let shards = match store.backend() {
-            crate::Backend::Sqlite => 1,
-            crate::Backend::Postgres => shards.clamp(1, MAX_SHARDS),
-        };
+    /// Starts the writer of one kind of operation on `store` (SQLite); on PostgreSQL
+    /// there is none. It runs until every handle is dropped.
+    pub fn start(store: Store, name: &'static str) -> GroupCommit {
         let stats = Arc::<Stats>::default();
-        let writers = (0..shards)
-            .map(|_| {
-                let (jobs, queue) = mpsc::channel(QUEUE);
-                tokio::spawn(write(store.clone(), queue, name, stats.clone()));
-                jobs
-            })
-            .collect();
-        GroupCommit { writers, stats }
+        let writer = (store.backend() == crate::Backend::Sqlite).then(|| {
+            let (jobs, queue) = mpsc::channel(QUEUE);
+            tokio::spawn(write(store.clone(), queue, name, stats.clone()));
+            jobs
+        });
+        GroupCommit {
+            writer,
+            stats,
+            store,
+        }
     }
 
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
-    /// Runs `op` in the next batch of the writer that `key` (the row the operation
-    /// locks first: its card, its project) maps to, and answers its result once the
-    /// batch is durable. An error from `op` rolls back what `op` wrote, and only that.
-    pub async fn run<T, E, F>(&self, key: &str, op: F) -> Result<T, E>
+    /// Runs `op` in the writer's next batch and answers its result once the batch is
+    /// durable. An error from `op` rolls back what `op` wrote, and only that.
+    pub async fn run<T, E, F>(&self, op: F) -> Result<T, E>
     where
         F: for<'c> FnOnce(&'c mut Conn) -> OpFuture<'c, T, E> + Send + 'static,
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
+        let Some(writer) = &self.writer else {
+            self.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.stats.operations.fetch_add(1, Ordering::Relaxed);
+            return alone(&self.store, op).await;
+        };
         let (reply, answer) = oneshot::channel();
         let job: Box<dyn Job> = Box::new(Op { op, reply });
-        let shard = shard_of(key, self.writers.len());
-        let Some(writer) = self.writers.get(shard) else {
-            return Err(E::from(StoreError::Batch("no writer".into())));
-        };
         if writer.send(job).await.is_err() {
             return Err(E::from(StoreError::Batch("the writer has stopped".into())));
         }
@@ -177,12 +180,18 @@ impl GroupCommit {
     }
 }
 
-/// A stable spread of keys over writers (FNV-1a: keys are random ids).
-fn shard_of(key: &str, shards: usize) -> usize {
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    usize::try_from(hash % shards.max(1) as u64).unwrap_or(0)
+/// One operation in a transaction of its own, committed when it succeeds.
+async fn alone<T, E, F>(store: &Store, op: F) -> Result<T, E>
+where
+    F: for<'c> FnOnce(&'c mut Conn) -> OpFuture<'c, T, E> + Send + 'static,
+    E: From<StoreError>,
+{
+    let mut tx = store.begin().await.map_err(E::from)?;
+    let value = op(&mut tx).await?;
+    tx.commit()
+        .await
+        .map_err(|e| E::from(StoreError::from(e)))?;
+    Ok(value)
 }
 
 async fn write(
@@ -305,13 +314,13 @@ mod tests {
             .await
             .unwrap();
         store.migrate().await.unwrap();
-        let writer = GroupCommit::start(store.clone(), "test", 4);
+        let writer = GroupCommit::start(store.clone(), "test");
         let calls: Vec<_> = (0..40usize)
             .map(|i| {
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     writer
-                        .run("one key", move |conn| {
+                        .run(move |conn| {
                             Box::pin(async move {
                                 sqlx::query("INSERT INTO settings (key, value) VALUES ($1, 'x')")
                                     .bind(format!("k{i}"))

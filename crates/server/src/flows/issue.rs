@@ -1,8 +1,8 @@
 //! cards/create: checks in the order the spec lists the errors, then in one transaction
 //! charges the issue fee (and an optional initial topup), creates the card, its account,
-//! the order and the `card.created` event, and stores the idempotent response. That
-//! transaction is a batch of the master balance writer (`group_commit.rs`), shared
-//! with the project's other card issues and top-ups, each in its own savepoint.
+//! the order and the `card.created` event, and stores the idempotent response. On
+//! SQLite that transaction is a batch of the master balance writer (`group_commit.rs`),
+//! shared with other card issues and top-ups, each in its own savepoint.
 
 use super::money::{self, Acct};
 use super::{kyc, required_user};
@@ -97,7 +97,7 @@ pub(crate) async fn create(
     };
     let body = state
         .master_moves
-        .run(project_id, move |conn| {
+        .run(move |conn| {
             Box::pin(async move {
                 let body = charge(conn, &issue).await?;
                 token.complete(conn, &body).await?;
@@ -121,8 +121,7 @@ struct Issue {
 }
 
 /// The issue's remaining checks and its change, on the master balance writer's
-/// connection (`group_commit.rs`): it takes the project's master balance first, like a
-/// top-up. Answers the response body.
+/// connection (`group_commit.rs`). Answers the response body.
 async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
     let Issue {
         project_id,

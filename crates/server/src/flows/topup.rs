@@ -77,9 +77,8 @@ async fn card(
     .await
 }
 
-/// Top-ups run in the master balance writer's batches (`group_commit.rs`): each takes its
-/// project's master balance first and touches no card account, so a batch takes its
-/// locks in the ledger's order.
+/// A top-up runs as one operation of the master balance writer (`group_commit.rs`):
+/// batched with other writes on SQLite, its own transaction on PostgreSQL.
 pub(crate) async fn topup(
     state: &AppState,
     project_id: &str,
@@ -91,7 +90,7 @@ pub(crate) async fn topup(
     let project_id = project_id.to_owned();
     let body = state
         .master_moves
-        .run(&project_id.clone(), move |conn| {
+        .run(move |conn| {
             Box::pin(async move {
                 let order = debit(conn, &shared, &project_id, &req, amount, now).await?;
                 record(conn, &token, order).await

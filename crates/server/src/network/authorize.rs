@@ -21,9 +21,8 @@ struct Request {
     message_id: Option<String>,
 }
 
-/// Decides and records one authorization, in the authorizations writer's next batch
-/// (`group_commit.rs`): an authorization takes only its card's accounts, so a batch
-/// takes its locks in the ledger's order.
+/// Decides and records one authorization as one operation of the authorizations writer
+/// (`group_commit.rs`): batched on SQLite, its own transaction on PostgreSQL.
 pub(super) async fn authorize(
     state: &AppState,
     project_id: &str,
@@ -42,9 +41,7 @@ pub(super) async fn authorize(
     };
     state
         .authorizations
-        .run(card_id, move |conn| {
-            Box::pin(async move { decide(conn, &shared, &req).await })
-        })
+        .run(move |conn| Box::pin(async move { decide(conn, &shared, &req).await }))
         .await
 }
 

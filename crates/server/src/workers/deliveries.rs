@@ -289,9 +289,9 @@ fn retry_or_fail(
     }
 }
 
-/// Records an attempt's outcome in the outcome writer's next batch (`group_commit.rs`):
-/// outcomes of many attempts share one transaction instead of queueing one by one for
-/// the write lock behind the writes that produce events.
+/// Records an attempt's outcome through the outcome writer (`group_commit.rs`): on
+/// SQLite, outcomes of many attempts share one transaction instead of queueing one by
+/// one for the write lock behind the writes that produce events.
 async fn finish(
     state: &AppState,
     claimed: &Claimed,
@@ -302,7 +302,7 @@ async fn finish(
     let (claimed_op, outcome_op) = (claimed.clone(), outcome.clone());
     let recorded = state
         .webhook_outcomes
-        .run(&d.id, move |conn| {
+        .run(move |conn| {
             Box::pin(async move { record(conn, &claimed_op, &outcome_op, gone).await })
         })
         .await?;
