@@ -6,6 +6,10 @@
 //! its accounts, and then their kinds for the lock order, in statements of their own:
 //! six of a topup's 24 statements. Balances are never cached.
 //!
+//! Entries come from reads only, never from `open_account`. An account read inside a
+//! transaction that then rolls back belongs to a card or project that rolled back with
+//! it, whose random id is never used again, so its entry is never looked up.
+//!
 //! Ids are random across databases too, so one cache serves every `Store` of the
 //! process. It is bounded: when full it starts over, which costs lookups, not
 //! correctness.
