@@ -4,7 +4,7 @@
 //! are never deleted or re-purposed), so a cached answer can never go stale, in this
 //! process or across processes sharing the database. A money move looked up each of
 //! its accounts, and then their kinds for the lock order, in statements of their own:
-//! six of a topup's 24 statements. Balances are never cached.
+//! six of a top-up's 23 statements. Balances are never cached.
 //!
 //! Entries come from reads only, never from `open_account`. An account read inside a
 //! transaction that then rolls back belongs to a card or project that rolled back with
