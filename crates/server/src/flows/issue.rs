@@ -40,6 +40,10 @@ pub(crate) struct IssueRequest {
 
 pub(crate) const CARD_PENDING: &str = "pending";
 
+fn cardholder_missing() -> ApiError {
+    ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found")
+}
+
 pub(crate) async fn create(
     state: &AppState,
     project_id: &str,
@@ -70,8 +74,6 @@ pub(crate) async fn create(
         .clone();
 
     let now = now_micros();
-    let cardholder_missing =
-        || ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found");
     // KYC data given here is submitted first, in its own transaction: it stands even if
     // a later check refuses the card (CONTRACT §3).
     if let Some(k) = &kyc_data {
@@ -131,8 +133,6 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
         now,
     } = issue;
     let (project_id, initial_topup, now) = (project_id.as_str(), *initial_topup, *now);
-    let cardholder_missing =
-        || ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found");
     let user = users::get_by_external_id(conn, project_id, external_user_id)
         .await?
         .ok_or_else(cardholder_missing)?;
