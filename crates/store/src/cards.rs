@@ -2,7 +2,7 @@
 
 use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
-use issuing_wire::PageRequest;
+use issuing_wire::{Amount, PageRequest};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -122,6 +122,39 @@ pub async fn get(
         .fetch_optional(&mut *conn)
         .await?;
     Ok(row.as_ref().map(from_row).transpose()?)
+}
+
+/// A card with its available and held funds, its accounts locked until the caller's
+/// transaction ends on PostgreSQL (funds, then hold: as `ledger::lock_card_accounts`).
+/// One query instead of `get` and the lock: on SQLite every statement is a hand-over
+/// to the connection's thread. `None` when the card or its accounts do not exist.
+pub async fn get_locking_funds(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<(CardRecord, Amount, Amount)>, StoreError> {
+    let lock = if conn.backend_name() == "PostgreSQL" {
+        " FOR UPDATE OF accounts"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT {}, cards.* FROM accounts JOIN cards ON cards.id = accounts.card_id \
+         WHERE accounts.project_id = $1 AND accounts.card_id = $2 AND cards.project_id = $1 \
+         ORDER BY accounts.kind{lock}",
+        crate::ledger::FUNDS_COLUMNS
+    );
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let card = from_row(first)?;
+    let (available, held) = crate::ledger::funds_of(project_id, id, &rows)?;
+    Ok(Some((card, available, held)))
 }
 
 /// Records the provider's card on the issue order's success.

@@ -142,7 +142,7 @@ pub async fn lock_card_accounts(
         ""
     };
     let sql = format!(
-        "SELECT id, kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2 \
+        "SELECT {FUNDS_COLUMNS} FROM accounts WHERE project_id = $1 AND card_id = $2 \
          ORDER BY kind{lock}"
     );
     let rows = sqlx::query(&sql)
@@ -183,26 +183,32 @@ pub async fn card_funds(
     project_id: &str,
     card_id: &str,
 ) -> Result<(Amount, Amount), StoreError> {
-    let rows = sqlx::query(
-        "SELECT id, kind, balance FROM accounts WHERE project_id = $1 AND card_id = $2",
-    )
-    .bind(project_id)
-    .bind(card_id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let sql =
+        format!("SELECT {FUNDS_COLUMNS} FROM accounts WHERE project_id = $1 AND card_id = $2");
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(card_id)
+        .fetch_all(&mut *conn)
+        .await?;
     funds_of(project_id, card_id, &rows)
 }
 
-fn funds_of(
+/// A card account's columns as `funds_of` reads them; named apart from the card's own
+/// columns so one query can answer both (`cards::get_locking_funds`).
+pub(crate) const FUNDS_COLUMNS: &str =
+    "accounts.id AS account_id, accounts.kind AS account_kind, accounts.balance AS account_balance";
+
+/// A card's available and held funds from its accounts' rows (`FUNDS_COLUMNS`).
+pub(crate) fn funds_of(
     project_id: &str,
     card_id: &str,
     rows: &[sqlx::any::AnyRow],
 ) -> Result<(Amount, Amount), StoreError> {
     let (mut available, mut held) = (None, Amount::ZERO);
     for r in rows {
-        let kind: String = r.try_get("kind")?;
-        let id: String = r.try_get("id")?;
-        let balance = Amount::from_micros(r.try_get("balance")?);
+        let kind: String = r.try_get("account_kind")?;
+        let id: String = r.try_get("account_id")?;
+        let balance = Amount::from_micros(r.try_get("account_balance")?);
         let kind = AccountKind::parse(&kind);
         if let Some(kind) = kind {
             account_cache::remember(project_id, Some(card_id), kind, &id);
@@ -256,8 +262,8 @@ pub struct Posted {
 
 /// Applies a balanced transfer. `InsufficientFunds` names the account that would have
 /// gone negative, `BalanceLimit` one that would pass `MAX_BALANCE`; `Conflict` means
-/// the reference was already used. On error the caller
-/// must roll back (dropping the transaction does).
+/// the reference was already used. On error the caller must roll back (dropping the
+/// transaction does): rows written before the refused leg stay until then.
 pub async fn post(
     conn: &mut Conn,
     meta: &TransferMeta<'_>,
@@ -265,21 +271,6 @@ pub async fn post(
 ) -> Result<Posted, StoreError> {
     let now = issuing_domain::time::now_micros();
     let transfer_id = new_id();
-    sqlx::query(
-        "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(&transfer_id)
-    .bind(meta.project_id)
-    .bind(transfer.kind().as_str())
-    .bind(meta.order_id)
-    .bind(meta.card_id)
-    .bind(meta.reference)
-    .bind(now)
-    .execute(&mut *conn)
-    .await
-    .map_err(StoreError::from_write)?;
-
     // One lock order for every transfer keeps concurrent transactions from deadlocking
     // on PostgreSQL, also those that post several transfers: by account kind (the
     // master account first, card accounts last), then by id. Sorting by id alone is not
@@ -291,37 +282,175 @@ pub async fn post(
     let rank = |account: &String| ranks.get(account).copied().unwrap_or(u8::MAX);
     let mut legs: Vec<_> = transfer.legs().iter().collect();
     legs.sort_by(|a, b| (rank(&a.account), &a.account).cmp(&(rank(&b.account), &b.account)));
-    let mut balances_after = Vec::with_capacity(legs.len());
-    let limit = MAX_BALANCE.micros();
-    for leg in legs {
-        if leg.amount.micros().unsigned_abs() > limit.unsigned_abs() {
-            return Err(StoreError::BalanceLimit {
-                account_id: leg.account.clone(),
-            });
-        }
-        let row = sqlx::query(
-            "UPDATE accounts SET balance = balance + $1 \
-             WHERE id = $2 AND project_id = $3 AND (allow_negative = 1 OR balance + $1 >= 0) \
-             AND balance + $1 <= $4 AND balance + $1 >= -$4 \
-             RETURNING balance",
-        )
-        .bind(leg.amount.micros())
-        .bind(&leg.account)
-        .bind(meta.project_id)
-        .bind(limit)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some(row) = row else {
-            return Err(refused_leg(conn, meta.project_id, &leg.account, leg.amount).await);
-        };
-        let balance_after: i64 = row.try_get("balance")?;
-        balances_after.push((leg.account.clone(), leg.amount, balance_after));
-    }
-    // Every entry in one statement: a transfer has a handful of legs.
-    if balances_after.is_empty() {
+    if legs.is_empty() {
         return Err(StoreError::Corrupt("a transfer without legs".into()));
     }
-    let values: Vec<String> = (0..balances_after.len())
+    let limit = MAX_BALANCE.micros();
+    if let Some(leg) = legs
+        .iter()
+        .find(|leg| leg.amount.micros().unsigned_abs() > limit.unsigned_abs())
+    {
+        return Err(StoreError::BalanceLimit {
+            account_id: leg.account.clone(),
+        });
+    }
+    let new = NewTransfer {
+        id: &transfer_id,
+        meta,
+        kind: transfer.kind(),
+        legs: &legs,
+        now,
+    };
+    let after = if conn.backend_name() == "PostgreSQL" {
+        post_each(conn, &new).await?
+    } else {
+        post_at_once(conn, &new).await?
+    };
+    let mut balances_after = Vec::with_capacity(legs.len());
+    for (leg, balance) in legs.iter().zip(after) {
+        let Some(balance) = balance else {
+            return Err(refused_leg(conn, meta.project_id, &leg.account, leg.amount).await);
+        };
+        balances_after.push((leg.account.clone(), Amount::from_micros(balance)));
+    }
+    Ok(Posted {
+        transfer_id,
+        balances_after,
+    })
+}
+
+/// A transfer about to be written, its legs in lock order.
+struct NewTransfer<'a> {
+    id: &'a str,
+    meta: &'a TransferMeta<'a>,
+    kind: TransferKind,
+    legs: &'a [&'a issuing_domain::ledger::Leg<String>],
+    now: i64,
+}
+
+const INSERT_TRANSFER: &str =
+    "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// The conditional update of one leg: no row when the balance would go negative (for
+/// an account that may not) or pass the limit. The numbers are the parameters' places.
+struct LegParams {
+    leg: usize,
+    amount: usize,
+    account: usize,
+    project: usize,
+    limit: usize,
+}
+
+fn leg_update(p: &LegParams) -> String {
+    let LegParams {
+        leg,
+        amount,
+        account,
+        project,
+        limit,
+    } = *p;
+    format!(
+        "UPDATE accounts SET balance = balance + ${amount} \
+         WHERE id = ${account} AND project_id = ${project} \
+         AND (allow_negative = 1 OR balance + ${amount} >= 0) \
+         AND balance + ${amount} <= ${limit} AND balance + ${amount} >= -${limit} \
+         RETURNING {leg} AS leg, balance"
+    )
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds `INSERT_TRANSFER`'s seven parameters.
+fn bind_transfer<'q>(query: AnyQuery<'q>, t: &NewTransfer<'q>) -> AnyQuery<'q> {
+    query
+        .bind(t.id)
+        .bind(t.meta.project_id)
+        .bind(t.kind.as_str())
+        .bind(t.meta.order_id)
+        .bind(t.meta.card_id)
+        .bind(t.meta.reference)
+        .bind(t.now)
+}
+
+/// SQLite: the transfer, every leg's update and its entry in one multi-statement query,
+/// so one hand-over to the connection's thread instead of one per statement (the
+/// profile in docs/benchmarks.md shows that hand-over is what SQLite writes cost). An
+/// entry is written only if its leg's update changed a row (`changes()` reads the count
+/// of the statement just before it). Answers each leg's balance after it, `None` for a
+/// refused leg.
+async fn post_at_once(
+    conn: &mut Conn,
+    t: &NewTransfer<'_>,
+) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut sql = String::from(INSERT_TRANSFER);
+    for i in 0..t.legs.len() {
+        let (amount, account) = (9 + 2 * i, 10 + 2 * i);
+        sql.push_str(";\n");
+        sql.push_str(&leg_update(&LegParams {
+            leg: i,
+            amount,
+            account,
+            project: 2,
+            limit: 8,
+        }));
+        sql.push_str(&format!(
+            ";\nINSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
+             SELECT $1, id, ${amount}, balance, $7 FROM accounts \
+             WHERE id = ${account} AND project_id = $2 AND changes() = 1"
+        ));
+    }
+    let mut query = bind_transfer(sqlx::query(&sql), t).bind(MAX_BALANCE.micros());
+    for leg in t.legs {
+        query = query.bind(leg.amount.micros()).bind(&leg.account);
+    }
+    let rows = query
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(StoreError::from_write)?;
+    let mut after = vec![None; t.legs.len()];
+    for row in rows {
+        let leg: i64 = row.try_get("leg")?;
+        let balance: i64 = row.try_get("balance")?;
+        let slot = usize::try_from(leg)
+            .ok()
+            .and_then(|i| after.get_mut(i))
+            .ok_or_else(|| StoreError::Corrupt(format!("a leg {leg} that was not posted")))?;
+        *slot = Some(balance);
+    }
+    Ok(after)
+}
+
+/// PostgreSQL refuses several statements in one prepared query: the transfer, each
+/// leg's update in lock order, stopping at a refused leg, then every entry in one
+/// multi-row insert.
+async fn post_each(conn: &mut Conn, t: &NewTransfer<'_>) -> Result<Vec<Option<i64>>, StoreError> {
+    bind_transfer(sqlx::query(INSERT_TRANSFER), t)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::from_write)?;
+    let update = leg_update(&LegParams {
+        leg: 0,
+        amount: 1,
+        account: 2,
+        project: 3,
+        limit: 4,
+    });
+    let mut after = vec![None; t.legs.len()];
+    for (i, leg) in t.legs.iter().enumerate() {
+        let row = sqlx::query(&update)
+            .bind(leg.amount.micros())
+            .bind(&leg.account)
+            .bind(t.meta.project_id)
+            .bind(MAX_BALANCE.micros())
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(row) = row else {
+            return Ok(after);
+        };
+        after[i] = Some(row.try_get::<i64, _>("balance")?);
+    }
+    let values: Vec<String> = (0..t.legs.len())
         .map(|i| {
             let b = i * 4 + 2;
             format!("($1, ${b}, ${}, ${}, ${})", b + 1, b + 2, b + 3)
@@ -332,23 +461,16 @@ pub async fn post(
          VALUES {}",
         values.join(", ")
     );
-    let mut insert = sqlx::query(&sql).bind(&transfer_id);
-    for (account, amount, balance_after) in &balances_after {
+    let mut insert = sqlx::query(&sql).bind(t.id);
+    for (leg, balance) in t.legs.iter().zip(&after) {
         insert = insert
-            .bind(account)
-            .bind(amount.micros())
-            .bind(*balance_after)
-            .bind(now);
+            .bind(&leg.account)
+            .bind(leg.amount.micros())
+            .bind(balance.unwrap_or_default())
+            .bind(t.now);
     }
     insert.execute(&mut *conn).await?;
-    let balances_after = balances_after
-        .into_iter()
-        .map(|(account, _, after)| (account, Amount::from_micros(after)))
-        .collect();
-    Ok(Posted {
-        transfer_id,
-        balances_after,
-    })
+    Ok(after)
 }
 
 /// Why a leg's conditional update matched no row: the balance limit, or (also for an
@@ -639,4 +761,107 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    async fn entries(conn: &mut Conn) -> Vec<(String, i64, i64)> {
+        sqlx::query("SELECT account_id, amount, balance_after FROM entries ORDER BY id")
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.try_get("account_id").unwrap(),
+                    r.try_get("amount").unwrap(),
+                    r.try_get("balance_after").unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// SQLite posts a transfer in one multi-statement query: every leg's entry carries
+    /// its balance after, and a refused leg writes no entry and names its account.
+    #[tokio::test]
+    async fn one_query_posts_every_leg_or_names_the_refused_one() {
+        let dir = std::env::temp_dir().join(format!("ledger-post-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(dir.join("db.sqlite").to_str().unwrap())
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let mut conn = store.conn().await.unwrap();
+        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ('p', 'p', 0)")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        open_project_accounts(&mut conn, "p", 0).await.unwrap();
+        let source = project_account(&mut conn, "p", AccountKind::DepositSource)
+            .await
+            .unwrap();
+        let master = project_account(&mut conn, "p", AccountKind::Master)
+            .await
+            .unwrap();
+        let fees = project_account(&mut conn, "p", AccountKind::FeeIncome)
+            .await
+            .unwrap();
+        let meta = TransferMeta {
+            project_id: "p",
+            order_id: None,
+            card_id: None,
+            reference: None,
+        };
+        let move_ = |from: &String, to: &String, units: i64| {
+            Transfer::simple(
+                TransferKind::Deposit,
+                from.clone(),
+                to.clone(),
+                Amount::from_micros(units * issuing_wire::MICROS_PER_UNIT),
+            )
+            .unwrap()
+        };
+        let unit = issuing_wire::MICROS_PER_UNIT;
+
+        let posted = post(&mut conn, &meta, &move_(&source, &master, 10))
+            .await
+            .unwrap();
+        assert_eq!(posted.balances_after.len(), 2);
+        assert_eq!(
+            entries(&mut conn).await,
+            vec![
+                (master.clone(), 10 * unit, 10 * unit),
+                (source.clone(), -10 * unit, -10 * unit),
+            ]
+        );
+
+        let before = entries(&mut conn).await;
+        drop(conn);
+        let mut tx = store.begin().await.unwrap();
+        match post(&mut tx, &meta, &move_(&master, &fees, 11)).await {
+            Err(StoreError::InsufficientFunds { account_id }) => assert_eq!(account_id, master),
+            other => panic!("expected insufficient funds, got {other:?}"),
+        }
+        // The master leg is refused and writes nothing; the fee leg after it in lock
+        // order is applied until the caller rolls back.
+        let mut inside = before.clone();
+        inside.push((fees.clone(), 11 * unit, 11 * unit));
+        assert_eq!(entries(&mut tx).await, inside);
+        tx.rollback().await.unwrap();
+        let mut conn = store.conn().await.unwrap();
+        assert_eq!(entries(&mut conn).await, before);
+        assert_eq!(
+            project_balance(&mut conn, "p", AccountKind::Master)
+                .await
+                .unwrap(),
+            Amount::from_micros(10 * unit)
+        );
+        drop(conn);
+        store.close().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
