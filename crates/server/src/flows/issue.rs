@@ -205,7 +205,8 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
     let fee_income = || Acct::Project(AccountKind::FeeIncome);
     let master = || Acct::Project(AccountKind::Master);
     let issue_fee = product.pricing.issue_fee;
-    money::transfer(
+    let mut moved = Vec::with_capacity(3);
+    let fee_moved = money::transfer(
         conn,
         &money::Tag {
             project_id,
@@ -218,9 +219,10 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
         issue_fee,
     )
     .await?;
+    moved.push(fee_moved);
     if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
         let in_flight = Acct::Project(AccountKind::InFlight);
-        money::transfer(
+        let topup_moved = money::transfer(
             conn,
             &money::Tag {
                 project_id,
@@ -233,7 +235,8 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
             amount,
         )
         .await?;
-        money::transfer(
+        moved.push(topup_moved);
+        let topup_fee_moved = money::transfer(
             conn,
             &money::Tag {
                 project_id,
@@ -246,10 +249,12 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
             fee,
         )
         .await?;
+        moved.push(topup_fee_moved);
     }
-    // Read while this transaction holds the master row, and derive the balance before
-    // from what was charged: a read before the debit could see other orders' changes.
-    let balance_after = money::master_balance(conn, project_id).await?;
+    // As the debits left it, while this transaction holds the master row, and the
+    // balance before derived from what was charged: a read before the debit could see
+    // other orders' changes.
+    let balance_after = money::master_balance_after(conn, project_id, &moved).await?;
     let charged = issue_fee.micros()
         + initial_topup.map_or(0, Amount::micros)
         + topup_fee.map_or(0, Amount::micros);

@@ -2,7 +2,7 @@
 //! project's accounts, tagged with its order and card for the project's history.
 
 use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
-use issuing_store::ledger::{self, TransferMeta};
+use issuing_store::ledger::{self, Posted, TransferMeta};
 use issuing_store::{Conn, StoreError};
 use issuing_wire::Amount;
 
@@ -29,7 +29,7 @@ pub(crate) struct Tag<'a> {
     pub card_id: &'a str,
 }
 
-/// Moves `amount` between two accounts; a zero amount moves nothing.
+/// Moves `amount` between two accounts; a zero amount moves nothing (`None`).
 pub(crate) async fn transfer(
     conn: &mut Conn,
     tag: &Tag<'_>,
@@ -37,14 +37,14 @@ pub(crate) async fn transfer(
     from: Acct<'_>,
     to: Acct<'_>,
     amount: Amount,
-) -> Result<(), StoreError> {
+) -> Result<Option<Posted>, StoreError> {
     let Tag {
         project_id,
         order_id,
         card_id,
     } = *tag;
     if amount.micros() == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let from = resolve(conn, project_id, &from).await?;
     let to = resolve(conn, project_id, &to).await?;
@@ -56,7 +56,7 @@ pub(crate) async fn transfer(
         card_id: Some(card_id),
         reference: None,
     };
-    ledger::post(conn, &meta, &t).await.map(|_| ())
+    ledger::post(conn, &meta, &t).await.map(Some)
 }
 
 pub(crate) async fn master_balance(
@@ -64,4 +64,26 @@ pub(crate) async fn master_balance(
     project_id: &str,
 ) -> Result<Amount, StoreError> {
     ledger::project_balance(conn, project_id, AccountKind::Master).await
+}
+
+/// The master balance after a flow's transfers, as the last of them that moved it
+/// answered (its update returns the balance under the row's lock, so no query is
+/// needed); read when none of them moved it.
+pub(crate) async fn master_balance_after(
+    conn: &mut Conn,
+    project_id: &str,
+    posted: &[Option<Posted>],
+) -> Result<Amount, StoreError> {
+    let master = ledger::project_account(conn, project_id, AccountKind::Master).await?;
+    let last = posted.iter().rev().flatten().find_map(|p| {
+        p.balances_after
+            .iter()
+            .rev()
+            .find(|(account, _)| *account == master)
+            .map(|(_, balance)| *balance)
+    });
+    match last {
+        Some(balance) => Ok(balance),
+        None => master_balance(conn, project_id).await,
+    }
 }

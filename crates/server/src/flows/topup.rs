@@ -135,7 +135,7 @@ async fn debit(
         card_id: &card.id,
     };
     let master = || Acct::Project(AccountKind::Master);
-    money::transfer(
+    let moved = money::transfer(
         conn,
         &tag,
         TransferKind::CardTopup,
@@ -144,7 +144,7 @@ async fn debit(
         amount,
     )
     .await?;
-    money::transfer(
+    let fee_moved = money::transfer(
         conn,
         &tag,
         TransferKind::TopupFee,
@@ -153,10 +153,10 @@ async fn debit(
         fee,
     )
     .await?;
-    // Read after the debit, which holds the master row's lock until commit: a read
-    // before it could miss topups committed meanwhile on PostgreSQL, and the order
-    // would show another order's debit as its own.
-    let balance_after = money::master_balance(conn, project_id).await?;
+    // As the debit left it, under the master row's lock held until commit: a read
+    // before the debit could miss topups committed meanwhile on PostgreSQL, and the
+    // order would show another order's debit as its own.
+    let balance_after = money::master_balance_after(conn, project_id, &[moved, fee_moved]).await?;
     let total = Amount::from_micros(amount.micros() + fee.micros());
     let balance_before = Amount::from_micros(balance_after.micros() + total.micros());
     let order = new_order(

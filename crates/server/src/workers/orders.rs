@@ -312,6 +312,7 @@ async fn settle_topup(
         amount,
     )
     .await
+    .map(drop)
 }
 
 async fn refund_topup(
@@ -349,6 +350,7 @@ async fn refund_topup(
         fee,
     )
     .await
+    .map(drop)
 }
 
 /// A card that could not be issued: the order fails, the fee (and any initial topup)
