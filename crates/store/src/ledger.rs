@@ -285,6 +285,13 @@ pub async fn post(
     if legs.is_empty() {
         return Err(StoreError::Corrupt("a transfer without legs".into()));
     }
+    // One statement updates every leg on PostgreSQL, and a statement cannot update one
+    // row twice; no flow moves money from an account to itself.
+    if legs.windows(2).any(|w| w[0].account == w[1].account) {
+        return Err(StoreError::Corrupt(
+            "a transfer with two legs on one account".into(),
+        ));
+    }
     let limit = MAX_BALANCE.micros();
     if let Some(leg) = legs
         .iter()
@@ -302,7 +309,7 @@ pub async fn post(
         now,
     };
     let after = if conn.backend_name() == "PostgreSQL" {
-        post_each(conn, &new).await?
+        post_in_one(conn, &new).await?
     } else {
         post_at_once(conn, &new).await?
     };
@@ -408,7 +415,63 @@ async fn post_at_once(
         .fetch_all(&mut *conn)
         .await
         .map_err(StoreError::from_write)?;
-    let mut after = vec![None; t.legs.len()];
+    balances_by_leg(t.legs.len(), rows)
+}
+
+/// PostgreSQL: the transfer, every leg's update and every entry in one statement of
+/// data-modifying CTEs, so one round trip inside the caller's locks instead of one per
+/// statement. Such CTEs run in no defined order; each leg's update therefore waits for
+/// the one before it (`EXISTS (SELECT 1 FROM leg{i-1})`), which keeps the lock order and
+/// stops at a refused leg as one statement per leg did. Answers each leg's balance after
+/// it, `None` for a refused leg and every leg after it.
+async fn post_in_one(conn: &mut Conn, t: &NewTransfer<'_>) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut sql = format!("WITH transfer AS ({INSERT_TRANSFER} RETURNING id)");
+    let mut legs = Vec::with_capacity(t.legs.len());
+    for i in 0..t.legs.len() {
+        let (amount, account) = (9 + 2 * i, 10 + 2 * i);
+        let before = if i == 0 {
+            "transfer".to_owned()
+        } else {
+            format!("leg{}", i - 1)
+        };
+        let update = leg_update(&LegParams {
+            leg: i,
+            amount,
+            account,
+            project: 2,
+            limit: 8,
+        });
+        let update = update.replacen(
+            " RETURNING",
+            &format!(" AND EXISTS (SELECT 1 FROM {before}) RETURNING"),
+            1,
+        );
+        sql.push_str(&format!(", leg{i} AS ({update}, id, ${amount} AS amount)"));
+        legs.push(format!("SELECT leg, id, balance, amount FROM leg{i}"));
+    }
+    let applied = legs.join(" UNION ALL ");
+    sql.push_str(&format!(
+        ", entries_written AS (INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
+         SELECT $1, id, amount, balance, $7 FROM ({applied}) AS applied ORDER BY leg RETURNING 1) \
+         SELECT leg, balance FROM ({applied}) AS applied"
+    ));
+    let mut query = bind_transfer(sqlx::query(&sql), t).bind(MAX_BALANCE.micros());
+    for leg in t.legs {
+        query = query.bind(leg.amount.micros()).bind(&leg.account);
+    }
+    let rows = query
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(StoreError::from_write)?;
+    balances_by_leg(t.legs.len(), rows)
+}
+
+/// Each leg's balance after it from rows of `(leg, balance)`; `None` for a leg with none.
+fn balances_by_leg(
+    legs: usize,
+    rows: Vec<sqlx::any::AnyRow>,
+) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut after = vec![None; legs];
     for row in rows {
         let leg: i64 = row.try_get("leg")?;
         let balance: i64 = row.try_get("balance")?;
@@ -418,58 +481,6 @@ async fn post_at_once(
             .ok_or_else(|| StoreError::Corrupt(format!("a leg {leg} that was not posted")))?;
         *slot = Some(balance);
     }
-    Ok(after)
-}
-
-/// PostgreSQL refuses several statements in one prepared query: the transfer, each
-/// leg's update in lock order, stopping at a refused leg, then every entry in one
-/// multi-row insert.
-async fn post_each(conn: &mut Conn, t: &NewTransfer<'_>) -> Result<Vec<Option<i64>>, StoreError> {
-    bind_transfer(sqlx::query(INSERT_TRANSFER), t)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::from_write)?;
-    let update = leg_update(&LegParams {
-        leg: 0,
-        amount: 1,
-        account: 2,
-        project: 3,
-        limit: 4,
-    });
-    let mut after = vec![None; t.legs.len()];
-    for (i, leg) in t.legs.iter().enumerate() {
-        let row = sqlx::query(&update)
-            .bind(leg.amount.micros())
-            .bind(&leg.account)
-            .bind(t.meta.project_id)
-            .bind(MAX_BALANCE.micros())
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(row) = row else {
-            return Ok(after);
-        };
-        after[i] = Some(row.try_get::<i64, _>("balance")?);
-    }
-    let values: Vec<String> = (0..t.legs.len())
-        .map(|i| {
-            let b = i * 4 + 2;
-            format!("($1, ${b}, ${}, ${}, ${})", b + 1, b + 2, b + 3)
-        })
-        .collect();
-    let sql = format!(
-        "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
-         VALUES {}",
-        values.join(", ")
-    );
-    let mut insert = sqlx::query(&sql).bind(t.id);
-    for (leg, balance) in t.legs.iter().zip(&after) {
-        insert = insert
-            .bind(&leg.account)
-            .bind(leg.amount.micros())
-            .bind(balance.unwrap_or_default())
-            .bind(t.now);
-    }
-    insert.execute(&mut *conn).await?;
     Ok(after)
 }
 
@@ -764,10 +775,11 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
     use crate::Store;
+    use sqlx::Connection;
 
     async fn entries(conn: &mut Conn) -> Vec<(String, i64, i64)> {
         sqlx::query("SELECT account_id, amount, balance_after FROM entries ORDER BY id")
@@ -785,8 +797,9 @@ mod tests {
             .collect()
     }
 
-    /// SQLite posts a transfer in one multi-statement query: every leg's entry carries
-    /// its balance after, and a refused leg writes no entry and names its account.
+    /// SQLite posts a transfer in one multi-statement query, PostgreSQL in one statement
+    /// of CTEs: on both, every leg's entry carries its balance after, and a refused leg
+    /// writes no entry, stops the legs after it on PostgreSQL, and names its account.
     #[tokio::test]
     async fn one_query_posts_every_leg_or_names_the_refused_one() {
         let dir = std::env::temp_dir().join(format!("ledger-post-{}", std::process::id()));
@@ -794,24 +807,62 @@ mod tests {
         let store = Store::connect(dir.join("db.sqlite").to_str().unwrap())
             .await
             .unwrap();
+        posts_every_leg_or_names_the_refused_one(&store, false).await;
+        store.close().await;
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        if std::env::var("ISSUING_TEST_POSTGRES").is_ok_and(|v| v == "off") {
+            return;
+        }
+        let admin = std::env::var("ISSUING_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        // A fixed name: a run that panicked leaves its database, and the next one drops it.
+        let name = "issuing_ledger_post_test";
+        let mut maintenance = sqlx::PgConnection::connect(&admin).await.unwrap();
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+            .execute(&mut maintenance)
+            .await
+            .unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut maintenance)
+            .await
+            .unwrap();
+        let url = match admin.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("ISSUING_TEST_POSTGRES_URL names no database: {admin}"),
+        };
+        let store = Store::connect(&url).await.unwrap();
+        posts_every_leg_or_names_the_refused_one(&store, true).await;
+        store.close().await;
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&mut maintenance)
+            .await
+            .unwrap();
+    }
+
+    async fn posts_every_leg_or_names_the_refused_one(store: &Store, postgres: bool) {
+        // Account ids are cached for the whole process: each database gets a project
+        // of its own.
+        let project = if postgres { "p-pg" } else { "p-sqlite" };
         store.migrate().await.unwrap();
         let mut conn = store.conn().await.unwrap();
-        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ('p', 'p', 0)")
+        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
+            .bind(project)
             .execute(&mut *conn)
             .await
             .unwrap();
-        open_project_accounts(&mut conn, "p", 0).await.unwrap();
-        let source = project_account(&mut conn, "p", AccountKind::DepositSource)
+        open_project_accounts(&mut conn, project, 0).await.unwrap();
+        let source = project_account(&mut conn, project, AccountKind::DepositSource)
             .await
             .unwrap();
-        let master = project_account(&mut conn, "p", AccountKind::Master)
+        let master = project_account(&mut conn, project, AccountKind::Master)
             .await
             .unwrap();
-        let fees = project_account(&mut conn, "p", AccountKind::FeeIncome)
+        let fees = project_account(&mut conn, project, AccountKind::FeeIncome)
             .await
             .unwrap();
         let meta = TransferMeta {
-            project_id: "p",
+            project_id: project,
             order_id: None,
             card_id: None,
             reference: None,
@@ -846,22 +897,22 @@ mod tests {
             Err(StoreError::InsufficientFunds { account_id }) => assert_eq!(account_id, master),
             other => panic!("expected insufficient funds, got {other:?}"),
         }
-        // The master leg is refused and writes nothing; the fee leg after it in lock
-        // order is applied until the caller rolls back.
+        // The master leg is refused and writes no entry. On SQLite the fee leg after it
+        // in lock order is applied until the caller rolls back; on PostgreSQL every leg
+        // waits for the one before it, so it is not.
         let mut inside = before.clone();
-        inside.push((fees.clone(), 11 * unit, 11 * unit));
+        if !postgres {
+            inside.push((fees.clone(), 11 * unit, 11 * unit));
+        }
         assert_eq!(entries(&mut tx).await, inside);
         tx.rollback().await.unwrap();
         let mut conn = store.conn().await.unwrap();
         assert_eq!(entries(&mut conn).await, before);
         assert_eq!(
-            project_balance(&mut conn, "p", AccountKind::Master)
+            project_balance(&mut conn, project, AccountKind::Master)
                 .await
                 .unwrap(),
             Amount::from_micros(10 * unit)
         );
-        drop(conn);
-        store.close().await;
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
