@@ -248,16 +248,16 @@ async fn withdraw_funds(
         funds,
     )
     .await?;
-    let order = super::topup::new_order(
+    let mut order = super::topup::new_order(
         project_id,
         &order_id,
         "card_withdraw",
         card_id,
         now,
-        balance,
-        balance,
         json!({ "amount": funds, "currency": "usdt", "reason": "card_close" }),
     );
+    order.balance_before = Some(balance.micros());
+    order.balance_after = Some(balance.micros());
     orders::insert(tx, &order).await?;
     Ok(order)
 }

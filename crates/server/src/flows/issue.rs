@@ -16,6 +16,7 @@ use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::cards::CardRecord;
 use issuing_store::events::{self, NewEvent};
+use issuing_store::group_commit::{GroupCommit, Turn};
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::{cardholders, cards, ledger, users, Conn};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
@@ -97,17 +98,19 @@ pub(crate) async fn create(
         initial_topup,
         now,
     };
-    let body = state
+    let writer = state.master_moves.clone();
+    let (body, turn) = state
         .master_moves
         .run(move |conn| {
             Box::pin(async move {
-                let body = charge(conn, &issue).await?;
+                let (body, turn) = charge(conn, &issue, &writer).await?;
                 token.complete(conn, &body).await?;
-                issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
-                Ok::<_, ApiError>(body)
+                Ok::<_, ApiError>((body, turn))
             })
         })
         .await?;
+    // Committed: the project's next card issue or top-up may take the master row.
+    drop(turn);
     state.orders_wakeup.notify_one();
     state.deliveries_wakeup.notify_one();
     Ok(body)
@@ -124,7 +127,11 @@ struct Issue {
 
 /// The issue's remaining checks and its change, on the master balance writer's
 /// connection (`group_commit.rs`). Answers the response body.
-async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
+async fn charge(
+    conn: &mut Conn,
+    issue: &Issue,
+    writer: &GroupCommit,
+) -> Result<(Value, Option<Turn>), ApiError> {
     let Issue {
         project_id,
         external_user_id,
@@ -202,81 +209,24 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
     ledger::open_account(conn, project_id, AccountKind::Card, Some(&card_id), now).await?;
     ledger::open_account(conn, project_id, AccountKind::CardHold, Some(&card_id), now).await?;
 
-    let fee_income = || Acct::Project(AccountKind::FeeIncome);
-    let master = || Acct::Project(AccountKind::Master);
-    let issue_fee = product.pricing.issue_fee;
-    let mut moved = Vec::with_capacity(3);
-    let fee_moved = money::transfer(
-        conn,
-        &money::Tag {
-            project_id,
-            order_id: &order_id,
-            card_id: &card_id,
-        },
-        TransferKind::CardIssueFee,
-        master(),
-        fee_income(),
-        issue_fee,
-    )
-    .await?;
-    moved.push(fee_moved);
-    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
-        let in_flight = Acct::Project(AccountKind::InFlight);
-        let topup_moved = money::transfer(
-            conn,
-            &money::Tag {
-                project_id,
-                order_id: &order_id,
-                card_id: &card_id,
-            },
-            TransferKind::CardTopup,
-            master(),
-            in_flight,
-            amount,
-        )
-        .await?;
-        moved.push(topup_moved);
-        let topup_fee_moved = money::transfer(
-            conn,
-            &money::Tag {
-                project_id,
-                order_id: &order_id,
-                card_id: &card_id,
-            },
-            TransferKind::TopupFee,
-            master(),
-            fee_income(),
-            fee,
-        )
-        .await?;
-        moved.push(topup_fee_moved);
-    }
-    // As the debits left it, while this transaction holds the master row, and the
-    // balance before derived from what was charged: a read before the debit could see
-    // other orders' changes.
-    let balance_after = money::master_balance_after(conn, project_id, &moved).await?;
-    let charged = issue_fee.micros()
-        + initial_topup.map_or(0, Amount::micros)
-        + topup_fee.map_or(0, Amount::micros);
-    let balance_before = Amount::from_micros(balance_after.micros() + charged);
-
     let mut data = json!({
         "product_code": product.code,
         "external_user_id": external_user_id,
-        "issue_fee": issue_fee,
+        "issue_fee": product.pricing.issue_fee,
         "currency": "usdt",
     });
     if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
         data["initial_topup"] = json!({ "amount": amount, "fee": fee });
     }
-    let order = OrderRecord {
+    let mut order = OrderRecord {
         id: order_id.clone(),
         project_id: project_id.to_owned(),
         order_type: "card_issue".into(),
         status: "new".into(),
         card_id: Some(card_id.clone()),
-        balance_before: Some(balance_before.micros()),
-        balance_after: Some(balance_after.micros()),
+        // Set once the debits below have answered.
+        balance_before: None,
+        balance_after: None,
         last_error: None,
         last_error_slug: None,
         data,
@@ -291,7 +241,8 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
         completed_at: None,
         failed_at: None,
     };
-    orders::insert(conn, &order).await?;
+    // Written before the project's turn, so that less happens under the master row's
+    // lock; the wake-up is sent at commit wherever it is written.
     events::insert(
         conn,
         &NewEvent {
@@ -309,11 +260,69 @@ async fn charge(conn: &mut Conn, issue: &Issue) -> Result<Value, ApiError> {
         },
     )
     .await?;
+    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+    let turn = writer.turn(project_id).await;
+
+    let fee_income = || Acct::Project(AccountKind::FeeIncome);
+    let master = || Acct::Project(AccountKind::Master);
+    let issue_fee = product.pricing.issue_fee;
+    let mut moved = Vec::with_capacity(3);
+    let tag = money::Tag {
+        project_id,
+        order_id: &order_id,
+        card_id: &card_id,
+    };
+    moved.push(
+        money::transfer(
+            conn,
+            &tag,
+            TransferKind::CardIssueFee,
+            master(),
+            fee_income(),
+            issue_fee,
+        )
+        .await?,
+    );
+    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
+        let in_flight = Acct::Project(AccountKind::InFlight);
+        moved.push(
+            money::transfer(
+                conn,
+                &tag,
+                TransferKind::CardTopup,
+                master(),
+                in_flight,
+                amount,
+            )
+            .await?,
+        );
+        moved.push(
+            money::transfer(
+                conn,
+                &tag,
+                TransferKind::TopupFee,
+                master(),
+                fee_income(),
+                fee,
+            )
+            .await?,
+        );
+    }
+    // As the debits left it, while this transaction holds the master row, and the
+    // balance before derived from what was charged: a read before the debit could see
+    // other orders' changes.
+    let balance_after = money::master_balance_after(conn, project_id, &moved).await?;
+    let charged = issue_fee.micros()
+        + initial_topup.map_or(0, Amount::micros)
+        + topup_fee.map_or(0, Amount::micros);
+    order.balance_before = Some(balance_after.micros() + charged);
+    order.balance_after = Some(balance_after.micros());
+    orders::insert(conn, &order).await?;
     let body = json!({
         "success": true,
         "card_id": card_id,
         "status": CARD_PENDING,
         "order": OrderView::from(order),
     });
-    Ok(body)
+    Ok((body, turn))
 }

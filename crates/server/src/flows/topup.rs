@@ -15,6 +15,7 @@ use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::events::{self, NewEvent};
+use issuing_store::group_commit::Turn;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
@@ -88,21 +89,24 @@ pub(crate) async fn topup(
     let (amount, now) = check(&req)?;
     let shared = state.clone();
     let project_id = project_id.to_owned();
-    let body = state
+    let (body, turn) = state
         .master_moves
         .run(move |conn| {
             Box::pin(async move {
-                let order = debit(conn, &shared, &project_id, &req, amount, now).await?;
-                record(conn, &token, order).await
+                let (order, turn) = debit(conn, &shared, &project_id, &req, amount, now).await?;
+                Ok::<_, ApiError>((record(conn, &token, order).await?, turn))
             })
         })
         .await?;
+    // Committed: the project's next top-up or card issue may take the master row.
+    drop(turn);
     announced(state);
     Ok(body)
 }
 
 /// The top-up's checks and its change: the master balance pays amount + fee into
-/// in-flight and fee income, and the order and its event are written.
+/// in-flight and fee income, and the order and its event are written. Answers the
+/// project's turn at the master row (PostgreSQL), to be held until the commit.
 async fn debit(
     conn: &mut Conn,
     state: &AppState,
@@ -110,7 +114,7 @@ async fn debit(
     req: &MoveRequest,
     amount: Amount,
     now: i64,
-) -> Result<OrderRecord, ApiError> {
+) -> Result<(OrderRecord, Option<Turn>), ApiError> {
     let card = card(conn, project_id, req).await?;
     if card.status != "active" {
         return Err(ApiError::new(
@@ -129,6 +133,37 @@ async fn debit(
     let fee = product.topup_fee(amount);
 
     let order_id = new_id();
+    let total = Amount::from_micros(amount.micros() + fee.micros());
+    let mut order = new_order(
+        project_id,
+        &order_id,
+        "card_topup",
+        &card.id,
+        now,
+        json!({
+            "amount": amount,
+            "fee": fee,
+            "total": total,
+            "currency": "usdt",
+        }),
+    );
+    // Written before the project's turn, so that less happens under the master row's
+    // lock; the wake-up is sent at commit wherever it is written.
+    events::insert(
+        conn,
+        &NewEvent {
+            project_id,
+            event_type: "card.topup",
+            card_id: Some(&card.id),
+            order_id: Some(&order_id),
+            payload: &json!({ "card_id": card.id, "order_id": order_id, "amount": amount, "status": order.status }),
+            now,
+        },
+    )
+    .await?;
+    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+    let turn = state.master_moves.turn(project_id).await;
+
     let tag = money::Tag {
         project_id,
         order_id: &order_id,
@@ -157,37 +192,10 @@ async fn debit(
     // before the debit could miss topups committed meanwhile on PostgreSQL, and the
     // order would show another order's debit as its own.
     let balance_after = money::master_balance_after(conn, project_id, &[moved, fee_moved]).await?;
-    let total = Amount::from_micros(amount.micros() + fee.micros());
-    let balance_before = Amount::from_micros(balance_after.micros() + total.micros());
-    let order = new_order(
-        project_id,
-        &order_id,
-        "card_topup",
-        &card.id,
-        now,
-        balance_before,
-        balance_after,
-        json!({
-            "amount": amount,
-            "fee": fee,
-            "total": total,
-            "currency": "usdt",
-        }),
-    );
+    order.balance_before = Some(balance_after.micros() + total.micros());
+    order.balance_after = Some(balance_after.micros());
     orders::insert(conn, &order).await?;
-    events::insert(
-        conn,
-        &NewEvent {
-            project_id,
-            event_type: "card.topup",
-            card_id: Some(&card.id),
-            order_id: Some(&order_id),
-            payload: &json!({ "card_id": card.id, "order_id": order_id, "amount": amount, "status": order.status }),
-            now,
-        },
-    )
-    .await?;
-    Ok(order)
+    Ok((order, turn))
 }
 
 pub(crate) async fn withdraw(
@@ -239,35 +247,34 @@ pub(crate) async fn withdraw(
         ),
         other => other.into(),
     })?;
-    let order = new_order(
+    let mut order = new_order(
         project_id,
         &order_id,
         "card_withdraw",
         &card.id,
         now,
-        balance_before,
-        balance_before,
         json!({
             "amount": amount,
             "currency": "usdt",
         }),
     );
+    order.balance_before = Some(balance_before.micros());
+    order.balance_after = Some(balance_before.micros());
     orders::insert(&mut tx, &order).await?;
+    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
     let body = record(&mut tx, &token, order).await?;
     tx.commit().await.map_err(StoreError::from)?;
     announced(state);
     Ok(body)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A new top-up or withdraw order; the flow sets its balances once its debit answered.
 pub(crate) fn new_order(
     project_id: &str,
     order_id: &str,
     order_type: &str,
     card_id: &str,
     now: i64,
-    balance_before: Amount,
-    balance_after: Amount,
     data: Value,
 ) -> OrderRecord {
     OrderRecord {
@@ -276,8 +283,8 @@ pub(crate) fn new_order(
         order_type: order_type.to_owned(),
         status: "new".into(),
         card_id: Some(card_id.to_owned()),
-        balance_before: Some(balance_before.micros()),
-        balance_after: Some(balance_after.micros()),
+        balance_before: None,
+        balance_after: None,
         last_error: None,
         last_error_slug: None,
         data,
@@ -305,7 +312,6 @@ async fn record(
         serde_json::to_value(OrderView::from(order)).map_err(|_| ApiError::internal())?;
     body["success"] = json!(true);
     token.complete(conn, &body).await?;
-    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
     Ok(body)
 }
 
