@@ -341,27 +341,33 @@ const INSERT_TRANSFER: &str =
 
 /// The conditional update of one leg: no row when the balance would go negative (for
 /// an account that may not) or pass the limit. The numbers are the parameters' places.
-struct LegParams {
+struct LegParams<'a> {
     leg: usize,
     amount: usize,
     account: usize,
     project: usize,
     limit: usize,
+    /// Only if this CTE returned a row (PostgreSQL's chain of legs).
+    after: Option<&'a str>,
 }
 
-fn leg_update(p: &LegParams) -> String {
+fn leg_update(p: &LegParams<'_>) -> String {
     let LegParams {
         leg,
         amount,
         account,
         project,
         limit,
+        after,
     } = *p;
+    let after = after
+        .map(|cte| format!(" AND EXISTS (SELECT 1 FROM {cte})"))
+        .unwrap_or_default();
     format!(
         "UPDATE accounts SET balance = balance + ${amount} \
          WHERE id = ${account} AND project_id = ${project} \
          AND (allow_negative = 1 OR balance + ${amount} >= 0) \
-         AND balance + ${amount} <= ${limit} AND balance + ${amount} >= -${limit} \
+         AND balance + ${amount} <= ${limit} AND balance + ${amount} >= -${limit}{after} \
          RETURNING {leg} AS leg, balance"
     )
 }
@@ -400,6 +406,7 @@ async fn post_at_once(
             account,
             project: 2,
             limit: 8,
+            after: None,
         }));
         sql.push_str(&format!(
             ";\nINSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
@@ -407,15 +414,7 @@ async fn post_at_once(
              WHERE id = ${account} AND project_id = $2 AND changes() = 1"
         ));
     }
-    let mut query = bind_transfer(sqlx::query(&sql), t).bind(MAX_BALANCE.micros());
-    for leg in t.legs {
-        query = query.bind(leg.amount.micros()).bind(&leg.account);
-    }
-    let rows = query
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::from_write)?;
-    balances_by_leg(t.legs.len(), rows)
+    run_post(conn, &sql, t).await
 }
 
 /// PostgreSQL: the transfer, every leg's update and every entry in one statement of
@@ -440,12 +439,8 @@ async fn post_in_one(conn: &mut Conn, t: &NewTransfer<'_>) -> Result<Vec<Option<
             account,
             project: 2,
             limit: 8,
+            after: Some(&before),
         });
-        let update = update.replacen(
-            " RETURNING",
-            &format!(" AND EXISTS (SELECT 1 FROM {before}) RETURNING"),
-            1,
-        );
         sql.push_str(&format!(", leg{i} AS ({update}, id, ${amount} AS amount)"));
         legs.push(format!("SELECT leg, id, balance, amount FROM leg{i}"));
     }
@@ -455,7 +450,17 @@ async fn post_in_one(conn: &mut Conn, t: &NewTransfer<'_>) -> Result<Vec<Option<
          SELECT $1, id, amount, balance, $7 FROM ({applied}) AS applied ORDER BY leg RETURNING 1) \
          SELECT leg, balance FROM ({applied}) AS applied"
     ));
-    let mut query = bind_transfer(sqlx::query(&sql), t).bind(MAX_BALANCE.micros());
+    run_post(conn, &sql, t).await
+}
+
+/// Runs a transfer's query (either backend's): `$1`–`$7` the transfer, `$8` the limit,
+/// then each leg's amount and account. Answers each leg's balance after it.
+async fn run_post(
+    conn: &mut Conn,
+    sql: &str,
+    t: &NewTransfer<'_>,
+) -> Result<Vec<Option<i64>>, StoreError> {
+    let mut query = bind_transfer(sqlx::query(sql), t).bind(MAX_BALANCE.micros());
     for leg in t.legs {
         query = query.bind(leg.amount.micros()).bind(&leg.account);
     }
