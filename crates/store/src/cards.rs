@@ -124,7 +124,7 @@ pub async fn get(
     Ok(row.as_ref().map(from_row).transpose()?)
 }
 
-/// A card with its available and held funds, its accounts locked until the caller's
+/// A card with its available funds, its accounts locked until the caller's
 /// transaction ends on PostgreSQL (funds, then hold: as `ledger::lock_card_accounts`).
 /// One query instead of `get` and the lock: on SQLite every statement is a hand-over
 /// to the connection's thread. `None` when the card or its accounts do not exist.
@@ -132,7 +132,7 @@ pub async fn get_locking_funds(
     conn: &mut Conn,
     project_id: &str,
     id: &str,
-) -> Result<Option<(CardRecord, Amount, Amount)>, StoreError> {
+) -> Result<Option<(CardRecord, Amount)>, StoreError> {
     let lock = if conn.backend_name() == "PostgreSQL" {
         " FOR UPDATE OF accounts"
     } else {
@@ -153,8 +153,8 @@ pub async fn get_locking_funds(
         return Ok(None);
     };
     let card = from_row(first)?;
-    let (available, held) = crate::ledger::funds_of(project_id, id, &rows)?;
-    Ok(Some((card, available, held)))
+    let (available, _) = crate::ledger::funds_of(project_id, id, &rows)?;
+    Ok(Some((card, available)))
 }
 
 /// Records the provider's card on the issue order's success.

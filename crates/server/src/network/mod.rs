@@ -267,8 +267,8 @@ pub(crate) async fn lock_card_with_funds(
     project_id: &str,
     card_id: &str,
 ) -> Result<(CardRecord, Amount), ApiError> {
-    if let Some((card, available, _)) = cards::get_locking_funds(conn, project_id, card_id).await? {
-        return Ok((card, available));
+    if let Some(found) = cards::get_locking_funds(conn, project_id, card_id).await? {
+        return Ok(found);
     }
     // No card, or a card without accounts: answered as before the joined read.
     let card = cards::get(conn, project_id, card_id)
