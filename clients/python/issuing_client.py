@@ -199,12 +199,23 @@ ENDPOINTS = {
     "cards_txs": "cards/txs",
     "cards_close": "cards/close",
     "cards_3ds_confirm": "cards/3ds/confirm",
+    "cards_limits_set": "cards/limits/set",
+    "cards_limits_get": "cards/limits/get",
+    "rules_create": "rules/create",
+    "rules_update": "rules/update",
+    "rules_get": "rules/get",
+    "rules_list": "rules/list",
+    "rules_delete": "rules/delete",
+    "rules_results": "rules/results",
     "orders_check": "orders/check",
     "wh_subscribe": "wh/subscribe",
     "wh_unsubscribe": "wh/unsubscribe",
     "wh_subscriptions": "wh/subscriptions",
     "wh_deliveries": "wh/deliveries",
     "wh_redeliver": "wh/redeliver",
+    "wh_decision_set": "wh/decision/set",
+    "wh_decision_get": "wh/decision/get",
+    "wh_decision_delete": "wh/decision/delete",
     "simulate_cards_auth": "simulate/cards/auth",
     "simulate_cards_clear": "simulate/cards/clear",
     "simulate_cards_reversal": "simulate/cards/reversal",
@@ -372,18 +383,55 @@ class Client:
     cards_txs = _endpoint("cards/txs")
     cards_close = _endpoint("cards/close")
     cards_3ds_confirm = _endpoint("cards/3ds/confirm")
+    cards_limits_set = _endpoint("cards/limits/set")
+    cards_limits_get = _endpoint("cards/limits/get")
+    rules_create = _endpoint("rules/create")
+    rules_update = _endpoint("rules/update")
+    rules_get = _endpoint("rules/get")
+    rules_list = _endpoint("rules/list")
+    rules_delete = _endpoint("rules/delete")
+    rules_results = _endpoint("rules/results")
     orders_check = _endpoint("orders/check")
     wh_subscribe = _endpoint("wh/subscribe")
     wh_unsubscribe = _endpoint("wh/unsubscribe")
     wh_subscriptions = _endpoint("wh/subscriptions")
     wh_deliveries = _endpoint("wh/deliveries")
     wh_redeliver = _endpoint("wh/redeliver")
+    wh_decision_set = _endpoint("wh/decision/set")
+    wh_decision_get = _endpoint("wh/decision/get")
+    wh_decision_delete = _endpoint("wh/decision/delete")
     simulate_cards_auth = _endpoint("simulate/cards/auth")
     simulate_cards_clear = _endpoint("simulate/cards/clear")
     simulate_cards_reversal = _endpoint("simulate/cards/reversal")
     simulate_cards_refund = _endpoint("simulate/cards/refund")
     simulate_cards_3ds = _endpoint("simulate/cards/3ds")
     simulate_project_deposit = _endpoint("simulate/project/deposit")
+
+    def open_webhook(self, api_key_header: Optional[str], body: bytes) -> Dict[str, Any]:
+        """Open a webhook delivery or a decision request: ``api_key_header`` is its
+        ``API-KEY`` header and ``body`` its raw body ``{"encrypted": ...}``. Returns the
+        plaintext JSON object; raises :class:`IssuingClientError` if it is not this
+        project's."""
+        if (api_key_header or "").strip() != self.api_key:
+            raise IssuingClientError("webhook API-KEY header is missing or not this client's key")
+        try:
+            outer = json.loads(body)
+            plain = json.loads(open_envelope(self._key, outer["encrypted"]).decode("utf-8"))
+        except Exception as e:  # noqa: BLE001 - every way a body can be wrong
+            raise IssuingClientError(f"webhook body rejected: {e}") from e
+        if not isinstance(plain, dict):
+            raise IssuingClientError("webhook body rejected: the plaintext is not a JSON object")
+        return plain
+
+    def seal_decision(self, approved: bool, reason: Optional[str] = None) -> bytes:
+        """The HTTP body (answer it with status 200) of a decision endpoint's answer to an
+        ``authorization_request``: ``{"encrypted": ...}`` over ``{"approved", "reason"?}``,
+        sealed with this project's key (``reason`` at most 64 characters)."""
+        answer: Dict[str, Any] = {"approved": bool(approved)}
+        if reason is not None:
+            answer["reason"] = reason
+        sealed = seal(self._key, json.dumps(answer).encode("utf-8"))
+        return json.dumps({"encrypted": sealed}).encode("utf-8")
 
     def _decode(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:

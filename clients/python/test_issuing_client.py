@@ -277,7 +277,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 36)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 47)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue
@@ -291,6 +291,19 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(self.client.users_get({"external_user_id": "m1"})["user_id"], user["user_id"])
         self.client.cards_topup(card_id="c", amount="25", idempotency_key="k-1")
         self.assertEqual(self.server.requests[-1][1]["Idempotency-Key"], "k-1")
+
+    def test_decision_answers_and_requests(self):
+        key = issuing_client.derive_key(API_SECRET)
+        answer = json.loads(self.client.seal_decision(False, "velocity"))
+        self.assertEqual(json.loads(issuing_client.open_envelope(key, answer["encrypted"])),
+                         {"approved": False, "reason": "velocity"})
+        request = {"type": "authorization_request", "transaction_id": "t1"}
+        body = json.dumps({"encrypted": issuing_client.seal(key, json.dumps(request).encode())}).encode()
+        self.assertEqual(self.client.open_webhook(API_KEY, body), request)
+        with self.assertRaises(IssuingClientError):
+            self.client.open_webhook("pk_other", body)
+        with self.assertRaises(IssuingClientError):
+            self.client.open_webhook(API_KEY, b'{"approved": true}')
 
     def test_endpoint_methods_raise_typed_errors(self):
         with self.assertRaises(IssuingApiError) as cm:

@@ -225,6 +225,96 @@ export interface CardTxData {
   fee_currency: string;
   failure_reason: string | null;
   original_transaction_id?: string;
+  /** Why rules (`rule_ids`) or a limit (the limit and its usage) declined it. */
+  decline?: Decline;
+  /** The decision webhook's reason, when it gave one. */
+  decision_reason?: string;
+  [field: string]: unknown;
+}
+
+export interface Decline {
+  rule_ids?: string[];
+  interval?: LimitInterval;
+  window_seconds?: number;
+  limit?: number;
+  count?: number;
+  spent?: number;
+  used_count?: number;
+  mccs?: string[];
+  [field: string]: unknown;
+}
+
+export type LimitInterval = "per_authorization" | "daily" | "weekly" | "monthly" | "yearly" | "all_time" | "rolling";
+
+export interface CardLimit {
+  interval: LimitInterval | (string & {});
+  amount?: AmountInput;
+  count?: number;
+  window_seconds?: number;
+  mccs?: string[];
+}
+
+export interface CardLimitUsage {
+  interval: string;
+  amount?: string;
+  count?: number;
+  window_seconds?: number;
+  mccs?: string[];
+  spent: string;
+  used_count: number;
+  remaining_amount?: string;
+  remaining_count?: number;
+  window_start?: Timestamp;
+  window_end?: Timestamp;
+  [field: string]: unknown;
+}
+
+export interface CardLimits {
+  card_id: string;
+  timezone: string;
+  limits: CardLimitUsage[];
+  [field: string]: unknown;
+}
+
+export interface RuleCondition {
+  attribute: "mcc" | "merchant_country" | "merchant_name" | "amount" | (string & {});
+  operator: "is_one_of" | "is_not_one_of" | "contains" | "greater_than" | "greater_or_equal" | "less_than" | "less_or_equal" | (string & {});
+  value: string | string[];
+}
+
+export interface Rule {
+  rule_id: string;
+  name: string;
+  conditions: RuleCondition[];
+  mode: "active" | "shadow" | "inactive" | (string & {});
+  priority: number;
+  card_ids?: string[];
+  version: number;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  [field: string]: unknown;
+}
+
+export interface RuleResult {
+  rule_id: string;
+  version: number;
+  transaction_id: string;
+  card_id: string;
+  mode: string;
+  matched: true;
+  decided: "declined" | "none" | (string & {});
+  evaluated_at: Timestamp;
+  [field: string]: unknown;
+}
+
+export interface DecisionEndpoint {
+  configured: boolean;
+  url?: string;
+  timeout_ms?: number;
+  on_timeout?: "approve" | "decline" | (string & {});
+  mode?: "live" | "stand_in" | (string & {});
+  created_at?: Timestamp;
+  updated_at?: Timestamp;
   [field: string]: unknown;
 }
 
@@ -251,6 +341,7 @@ export interface Subscription {
   created_at: Timestamp;
   event_types: string[];
   deactivated_at?: Timestamp;
+  /** `unsubscribed`, `receiver answered 410 Gone` or `failing` (every attempt failed for 5 days). */
   deactivated_reason?: string;
   [field: string]: unknown;
 }
@@ -292,6 +383,8 @@ export class IssuingClient {
     headers: Headers | Map<string, string> | Record<string, string | string[] | undefined>,
     body: string | Uint8Array | Record<string, unknown>,
   ): WebhookEvent;
+  /** The HTTP body (send it with status 200) answering an `authorization_request` to the project's decision endpoint. */
+  sealDecision(approved: boolean, reason?: string): string;
   /** Polls `orders/check` until `completed` or `failed`; returns the order in that state. */
   waitOrder(orderId: string, options?: WaitOrderOptions): R<Order>;
 
@@ -332,6 +425,22 @@ export class IssuingClient {
     options?: CallOptions,
   ): R<Success>;
 
+  cardsLimitsSet(body: { card_id: string; limits: CardLimit[]; timezone?: string; external_user_id?: string } & Fields, options?: CallOptions): R<CardLimits>;
+  cardsLimitsGet(body: { card_id: string; external_user_id?: string } & Fields, options?: CallOptions): R<CardLimits>;
+
+  rulesCreate(
+    body: { name: string; conditions: RuleCondition[]; mode?: "active" | "shadow" | "inactive"; priority?: number; card_ids?: string[] } & Fields,
+    options?: CallOptions,
+  ): R<Rule>;
+  rulesUpdate(
+    body: { rule_id: string; name?: string; conditions?: RuleCondition[]; mode?: "active" | "shadow" | "inactive"; priority?: number; card_ids?: string[] } & Fields,
+    options?: CallOptions,
+  ): R<Rule>;
+  rulesGet(body: { rule_id: string } & Fields, options?: CallOptions): R<Rule>;
+  rulesList(body?: ListQuery & { mode?: string }, options?: CallOptions): R<Page<Rule>>;
+  rulesDelete(body: { rule_id: string } & Fields, options?: CallOptions): R<{ rule_id: string; deleted: boolean }>;
+  rulesResults(body?: ListQuery & { rule_id?: string; transaction_id?: string }, options?: CallOptions): R<Page<RuleResult>>;
+
   ordersCheck(body: { order_id: string } & Fields, options?: CallOptions): R<Order>;
 
   whSubscribe(body: { url: string; title?: string; event_types?: string[] } & Fields, options?: CallOptions): R<Subscription>;
@@ -339,6 +448,12 @@ export class IssuingClient {
   whSubscriptions(body?: ListQuery, options?: CallOptions): R<Page<Subscription>>;
   whDeliveries(body?: ListQuery, options?: CallOptions): R<Page<Record<string, unknown>>>;
   whRedeliver(body: Fields, options?: CallOptions): R<Success>;
+  whDecisionSet(
+    body: { url: string; timeout_ms?: number; on_timeout?: "approve" | "decline"; mode?: "live" | "stand_in" } & Fields,
+    options?: CallOptions,
+  ): R<DecisionEndpoint>;
+  whDecisionGet(body?: Fields, options?: CallOptions): R<DecisionEndpoint>;
+  whDecisionDelete(body?: Fields, options?: CallOptions): R<DecisionEndpoint>;
 
   simulateCardsAuth(
     body: { card_id: string; transactionAmount: AmountInput; merchant?: Fields; merchantCurrency?: string; merchantAmount?: AmountInput; network_message_id?: string } & Fields,

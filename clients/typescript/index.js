@@ -530,6 +530,21 @@ export class IssuingClient {
   }
 
   /**
+   * The HTTP body (answer it with status 200) of a decision endpoint's answer to an
+   * `authorization_request` opened with `openWebhook`: `{"encrypted": ...}` over
+   * `{"approved", "reason"?}`, sealed with this project's key.
+   * @param {boolean} approved
+   * @param {string} [reason] at most 64 characters, kept as `card_tx_data.decision_reason`
+   * @returns {string}
+   */
+  sealDecision(approved, reason) {
+    /** @type {Record<string, unknown>} */
+    const answer = { approved: Boolean(approved) };
+    if (reason !== undefined) answer.reason = String(reason);
+    return sealJson(/** @type {any} */ (this)._key, answer);
+  }
+
+  /**
    * Polls `orders/check` until the order is `completed` or `failed`, and returns it in
    * that state (a failed order is returned, not thrown: see `last_error_slug`). Rejects with
    * an `IssuingClientError` of kind "timeout" when it is still unfinished after `timeoutMs`.
@@ -584,6 +599,16 @@ export class IssuingClient {
   /** @param {Fields} body @param {CallOptions} [o] */ cardsClose(body, o) { return this.call("cards/close", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cards3dsConfirm(body, o) { return this.call("cards/3ds/confirm", body, o); }
 
+  /** @param {Fields} body @param {CallOptions} [o] */ cardsLimitsSet(body, o) { return this.call("cards/limits/set", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ cardsLimitsGet(body, o) { return this.call("cards/limits/get", body, o); }
+
+  /** @param {Fields} body @param {CallOptions} [o] */ rulesCreate(body, o) { return this.call("rules/create", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ rulesUpdate(body, o) { return this.call("rules/update", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ rulesGet(body, o) { return this.call("rules/get", body, o); }
+  /** @param {Fields} [body] @param {CallOptions} [o] */ rulesList(body = {}, o) { return this.call("rules/list", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ rulesDelete(body, o) { return this.call("rules/delete", body, o); }
+  /** @param {Fields} [body] @param {CallOptions} [o] */ rulesResults(body = {}, o) { return this.call("rules/results", body, o); }
+
   /** @param {Fields} body @param {CallOptions} [o] */ ordersCheck(body, o) { return this.call("orders/check", body, o); }
 
   /** @param {Fields} body @param {CallOptions} [o] */ whSubscribe(body, o) { return this.call("wh/subscribe", body, o); }
@@ -591,6 +616,9 @@ export class IssuingClient {
   /** @param {Fields} [body] @param {CallOptions} [o] */ whSubscriptions(body = {}, o) { return this.call("wh/subscriptions", body, o); }
   /** @param {Fields} [body] @param {CallOptions} [o] */ whDeliveries(body = {}, o) { return this.call("wh/deliveries", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ whRedeliver(body, o) { return this.call("wh/redeliver", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ whDecisionSet(body, o) { return this.call("wh/decision/set", body, o); }
+  /** @param {Fields} [body] @param {CallOptions} [o] */ whDecisionGet(body = {}, o) { return this.call("wh/decision/get", body, o); }
+  /** @param {Fields} [body] @param {CallOptions} [o] */ whDecisionDelete(body = {}, o) { return this.call("wh/decision/delete", body, o); }
 
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsAuth(body, o) { return this.call("simulate/cards/auth", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsClear(body, o) { return this.call("simulate/cards/clear", body, o); }
@@ -626,12 +654,23 @@ export const ENDPOINTS = Object.freeze({
   cardsTxs: "cards/txs",
   cardsClose: "cards/close",
   cards3dsConfirm: "cards/3ds/confirm",
+  cardsLimitsSet: "cards/limits/set",
+  cardsLimitsGet: "cards/limits/get",
+  rulesCreate: "rules/create",
+  rulesUpdate: "rules/update",
+  rulesGet: "rules/get",
+  rulesList: "rules/list",
+  rulesDelete: "rules/delete",
+  rulesResults: "rules/results",
   ordersCheck: "orders/check",
   whSubscribe: "wh/subscribe",
   whUnsubscribe: "wh/unsubscribe",
   whSubscriptions: "wh/subscriptions",
   whDeliveries: "wh/deliveries",
   whRedeliver: "wh/redeliver",
+  whDecisionSet: "wh/decision/set",
+  whDecisionGet: "wh/decision/get",
+  whDecisionDelete: "wh/decision/delete",
   simulateCardsAuth: "simulate/cards/auth",
   simulateCardsClear: "simulate/cards/clear",
   simulateCardsReversal: "simulate/cards/reversal",

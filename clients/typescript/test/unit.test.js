@@ -337,7 +337,7 @@ describe("client against a fake server", () => {
 
   test("every endpoint has its method, calling its path", async () => {
     const paths = Object.values(ENDPOINTS);
-    assert.equal(paths.length, 36);
+    assert.equal(paths.length, 47);
     for (const [method, path] of Object.entries(ENDPOINTS)) {
       assert.equal(typeof (/** @type {any} */ (client)[method]), "function", method);
       if (path === "orders/check" || path.startsWith("users/")) continue;
@@ -347,6 +347,17 @@ describe("client against a fake server", () => {
       assert.equal(r.path, path, method);
       assert.equal(r.req.probe, method);
     }
+  });
+});
+
+describe("decision endpoint answers", () => {
+  const client = new IssuingClient("http://127.0.0.1:9", API_KEY, API_SECRET);
+
+  test("seals approvals and declines with the project's key", () => {
+    const approve = JSON.parse(client.sealDecision(true));
+    assert.deepEqual(JSON.parse(Buffer.from(openEnvelope(KEY, approve.encrypted)).toString("utf8")), { approved: true });
+    const decline = JSON.parse(client.sealDecision(false, "velocity"));
+    assert.deepEqual(JSON.parse(Buffer.from(openEnvelope(KEY, decline.encrypted)).toString("utf8")), { approved: false, reason: "velocity" });
   });
 });
 

@@ -2,10 +2,12 @@
 //! runs every scenario against it in one run, plain `GET /health` first as the baseline,
 //! prints a table, and checks the ledger afterwards. See docs/benchmarks.md.
 
+mod console;
 mod load;
 mod receiver;
 mod scenarios;
 mod server;
+mod soak;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
@@ -18,14 +20,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "Benchmark one issuing server: every scenario in one run")]
+#[command(
+    about = "Benchmark one issuing server: every scenario in one run",
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    mode: Option<Mode>,
     #[arg(long, value_enum, default_value = "sqlite")]
     backend: Backend,
     /// PostgreSQL server to create the benchmark's own database on (dropped afterwards).
@@ -49,12 +56,24 @@ struct Args {
     serve_arg: Vec<String>,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Mode {
+    /// Steady mixed load for a long time; fails if memory, descriptors, the data
+    /// retention governs, latency or webhook lag keep growing (docs/benchmarks.md).
+    Soak(soak::SoakArgs),
+}
+
 /// Enough USDT for every top-up and fee of a full-scale run, credited before it starts.
 const BENCH_DEPOSIT: &str = "100000000";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run(Args::parse()).await {
+    let args = Args::parse();
+    let outcome = match args.mode {
+        Some(Mode::Soak(soak)) => soak::run(soak).await,
+        None => run(args).await,
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -64,14 +83,19 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> anyhow::Result<bool> {
-    let binary = match &args.issuing {
-        Some(p) => p.clone(),
+/// The `issuing` binary: the one given, or the one beside this executable.
+pub(crate) fn issuing_binary(given: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    Ok(match given {
+        Some(p) => p.to_owned(),
         None => std::env::current_exe()?
             .parent()
             .context("no parent directory")?
             .join("issuing"),
-    };
+    })
+}
+
+async fn run(args: Args) -> anyhow::Result<bool> {
+    let binary = issuing_binary(args.issuing.as_deref())?;
     let data_dir = std::env::temp_dir().join(format!("issuing-bench-{}", std::process::id()));
     std::fs::create_dir_all(&data_dir)?;
     let database = match args.backend {
@@ -131,20 +155,23 @@ async fn bench(
     let mut rows = Vec::new();
     for name in &names {
         server.take_peak_rss_mib();
+        if name == "console" {
+            let target = console::Target {
+                console_url: server.console_url.clone(),
+                email: "admin@localhost".to_owned(),
+                password: server.console_password.clone(),
+                database_url: server.database_url(),
+                project_id: server.project_id.clone(),
+            };
+            for row in console::run(&target, args.scale).await? {
+                report(&row);
+                rows.push((row, server.take_peak_rss_mib()));
+            }
+            continue;
+        }
         let row = ctx.run(name).await?;
         let rss = server.take_peak_rss_mib();
-        eprintln!(
-            "  {:<22} {:>9.0} req/s  p99 {:>7.1} ms  errors {}{}",
-            row.name,
-            row.outcome.per_second(),
-            ms(row.outcome.percentile(0.99)),
-            row.outcome.errors,
-            row.outcome
-                .first_error
-                .as_ref()
-                .map(|e| format!(" (first: {e})"))
-                .unwrap_or_default()
-        );
+        report(&row);
         rows.push((row, rss));
     }
     let max_rss = server
@@ -167,6 +194,21 @@ async fn bench(
             Ok(false)
         }
     }
+}
+
+fn report(row: &Row) {
+    eprintln!(
+        "  {:<22} {:>9.0} req/s  p99 {:>7.1} ms  errors {}{}",
+        row.name,
+        row.outcome.per_second(),
+        ms(row.outcome.percentile(0.99)),
+        row.outcome.errors,
+        row.outcome
+            .first_error
+            .as_ref()
+            .map(|e| format!(" (first: {e})"))
+            .unwrap_or_default()
+    );
 }
 
 fn ms(d: Duration) -> f64 {
@@ -212,7 +254,7 @@ fn print_table(args: &Args, rows: &[(Row, f64)], max_rss: f64) {
 }
 
 /// A fresh database for this run; returns (name, URL).
-async fn create_database(admin_url: &str) -> anyhow::Result<(String, String)> {
+pub(crate) async fn create_database(admin_url: &str) -> anyhow::Result<(String, String)> {
     let name = format!("issuing_bench_{}", std::process::id());
     let mut conn = sqlx::PgConnection::connect(admin_url)
         .await
@@ -228,7 +270,7 @@ async fn create_database(admin_url: &str) -> anyhow::Result<(String, String)> {
     Ok((name.clone(), format!("{base}/{name}")))
 }
 
-async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
     let mut conn = sqlx::PgConnection::connect(admin_url).await?;
     conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
         .await?;

@@ -77,3 +77,42 @@ async fn receive(
     }
     axum::Json(json!({"success": true}))
 }
+
+/// A decision endpoint on port 0 that approves every authorization request at once
+/// (sealed with the project's key), as a project's fastest real-time decider would.
+pub struct Decider {
+    pub url: String,
+}
+
+impl Decider {
+    pub async fn start(client: Client) -> anyhow::Result<Decider> {
+        let app = Router::new()
+            .route("/decide", post(decide))
+            .with_state(client);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Decider {
+            url: format!("http://{addr}/decide"),
+        })
+    }
+}
+
+async fn decide(
+    State(client): State<Client>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let key = headers.get("API-KEY").and_then(|v| v.to_str().ok());
+    match client.open_webhook(key, &body) {
+        Ok(_) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            client.seal_decision(true, None),
+        )
+            .into_response(),
+        Err(_) => axum::http::StatusCode::BAD_REQUEST.into_response(),
+    }
+}

@@ -2,7 +2,7 @@
 //! for cardholders, cardholders for cards, active cards for top-ups and authorizations.
 
 use crate::load::{self, Outcome};
-use crate::receiver::Receiver;
+use crate::receiver::{Decider, Receiver};
 use issuing_client::Client;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -20,6 +20,10 @@ pub const NAMES: &[&str] = &[
     "cards/topup",
     "simulate/cards/auth",
     "webhooks",
+    "auth+limits+rules",
+    "auth+decision",
+    // The operator console's pages over seeded cards and transactions (`console.rs`).
+    "console",
 ];
 
 /// Cards that top-ups and authorizations spread over.
@@ -76,6 +80,8 @@ impl Ctx {
             "cards/topup" => self.topup().await?,
             "simulate/cards/auth" => (self.auth(20_000, None).await, String::new()),
             "webhooks" => self.webhooks().await?,
+            "auth+limits+rules" => self.auth_with_controls().await?,
+            "auth+decision" => self.auth_with_decision().await?,
             other => anyhow::bail!("unknown scenario {other}; known: {}", NAMES.join(", ")),
         };
         Ok(Row {
@@ -299,6 +305,91 @@ impl Ctx {
             produced.per_second()
         );
         Ok((outcome, note))
+    }
+
+    /// Authorizations like `simulate/cards/auth`'s on cards with 3 limits each (none of
+    /// them reached: every authorization pays for the usage query) in a project with 50
+    /// rules, 10 of them shadow, that the bench's purchases do not match (every rule is
+    /// evaluated, no result is recorded). Limits and rules are removed afterwards.
+    async fn auth_with_controls(&self) -> anyhow::Result<(Outcome, String)> {
+        anyhow::ensure!(!self.cards.is_empty(), "needs the cards/create scenario");
+        let limits = json!([
+            {"interval": "daily", "amount": "1000000", "count": 1_000_000},
+            {"interval": "monthly", "amount": "10000000", "mccs": ["5814", "5812"]},
+            {"interval": "rolling", "window_seconds": 3600, "count": 1_000_000},
+        ]);
+        for card in &self.cards {
+            let body = json!({"card_id": card, "limits": limits, "timezone": "America/New_York"});
+            call(&self.client, "cards/limits/set", body)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        }
+        let mut rules = Vec::with_capacity(50);
+        for i in 0..50 {
+            let condition = match i % 4 {
+                0 => {
+                    json!({"attribute": "mcc", "operator": "is_one_of", "value": [format!("{:04}", 7000 + i)]})
+                }
+                1 => {
+                    json!({"attribute": "merchant_country", "operator": "is_one_of", "value": ["KP", "IR"]})
+                }
+                2 => {
+                    json!({"attribute": "merchant_name", "operator": "contains", "value": format!("casino {i}")})
+                }
+                _ => {
+                    json!({"attribute": "amount", "operator": "greater_than", "value": format!("{}", 1000 + i)})
+                }
+            };
+            let mode = if i < 10 { "shadow" } else { "active" };
+            let body =
+                json!({"name": format!("bench rule {i}"), "conditions": [condition], "mode": mode});
+            let rule = call(&self.client, "rules/create", body)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            rules.push(rule["rule_id"].clone());
+        }
+        let outcome = self.auth(20_000, None).await;
+        for id in rules {
+            let _ = call(&self.client, "rules/delete", json!({"rule_id": id})).await;
+        }
+        for card in &self.cards {
+            let _ = call(
+                &self.client,
+                "cards/limits/set",
+                json!({"card_id": card, "limits": []}),
+            )
+            .await;
+        }
+        Ok((
+            outcome,
+            format!(
+                "{} cards × 3 limits, 50 rules (10 shadow); compare with simulate/cards/auth",
+                self.cards.len()
+            ),
+        ))
+    }
+
+    /// Authorizations through the project's decision webhook: a local endpoint that
+    /// approves at once. The endpoint is removed afterwards.
+    async fn auth_with_decision(&self) -> anyhow::Result<(Outcome, String)> {
+        anyhow::ensure!(!self.cards.is_empty(), "needs the cards/create scenario");
+        let decider = Decider::start(self.client.clone()).await?;
+        call(
+            &self.client,
+            "wh/decision/set",
+            json!({"url": decider.url, "timeout_ms": 2000}),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        let outcome = self.auth(20_000, None).await;
+        call(&self.client, "wh/decision/delete", json!({}))
+            .await
+            .map_err(anyhow::Error::msg)?;
+        Ok((
+            outcome,
+            "endpoint approves at once; added latency = p50 here − p50 of simulate/cards/auth"
+                .into(),
+        ))
     }
 
     /// Polls every order until it is completed or failed; returns each one's final status.

@@ -17,6 +17,9 @@ pub struct Server {
     pub project_id: String,
     pub api_key: String,
     pub api_secret: String,
+    /// The operator console (`--console-listen 127.0.0.1:0`) and its first admin.
+    pub console_url: String,
+    pub console_password: String,
     /// Highest resident set size seen since the last `take_peak_rss`, in KiB.
     peak_rss_kib: Arc<AtomicU64>,
     /// Highest resident set size over the whole run, in KiB.
@@ -42,12 +45,20 @@ impl Server {
         if let Some(url) = database_url {
             cmd.arg("--database-url").arg(url);
         }
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "0"])
-            .args(extra)
-            .env("ISSUING_LOG_FORMAT", "text")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(data_dir.join("serve.log"))?)
-            .kill_on_drop(true);
+        cmd.args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate-limit",
+            "0",
+            "--console-listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .env("ISSUING_LOG_FORMAT", "text")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(data_dir.join("serve.log"))?)
+        .kill_on_drop(true);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.display()))?;
@@ -55,6 +66,7 @@ impl Server {
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let (mut project_id, mut api_key, mut api_secret, mut base_url) = (None, None, None, None);
+        let (mut console_url, mut console_password) = (None, None);
         let read = async {
             while let Some(line) = lines.next_line().await? {
                 let line = line.trim();
@@ -68,6 +80,10 @@ impl Server {
                     api_key = Some(v);
                 } else if let Some(v) = field("api_secret") {
                     api_secret = Some(v);
+                } else if let Some(v) = field("console_password") {
+                    console_password = Some(v);
+                } else if let Some(v) = line.strip_prefix("issuing console on ") {
+                    console_url = Some(v.trim_end_matches("/console/").to_owned());
                 } else if let Some(v) = line.strip_prefix("issuing listening on ") {
                     base_url = Some(v.trim_end_matches("/api/v2").to_owned());
                     break;
@@ -80,10 +96,23 @@ impl Server {
             .context("the server did not start in time")??;
         // Keep draining stdout so the child never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let (Some(project_id), Some(api_key), Some(api_secret), Some(base_url)) =
-            (project_id, api_key, api_secret, base_url)
+        let (
+            Some(project_id),
+            Some(api_key),
+            Some(api_secret),
+            Some(base_url),
+            Some(console_url),
+            Some(console_password),
+        ) = (
+            project_id,
+            api_key,
+            api_secret,
+            base_url,
+            console_url,
+            console_password,
+        )
         else {
-            bail!("the server did not print demo credentials (is the data directory fresh?)");
+            bail!("the server did not print demo and console credentials (is the data directory fresh?)");
         };
         let peak_rss_kib = Arc::new(AtomicU64::new(0));
         let max_rss_kib = Arc::new(AtomicU64::new(0));
@@ -95,6 +124,8 @@ impl Server {
             project_id,
             api_key,
             api_secret,
+            console_url,
+            console_password,
             peak_rss_kib,
             max_rss_kib,
             binary: binary.to_owned(),
@@ -126,6 +157,14 @@ impl Server {
             );
         }
         Ok(text)
+    }
+
+    /// The database the server runs on, as a URL this process can open.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}", self.data_dir.join("issuing.db").display()),
+        }
     }
 
     /// SIGTERM (through `kill`, so no unsafe code here), then wait for a clean exit.

@@ -1,3 +1,4 @@
+use crate::audit;
 use crate::settings::{self, GlobalArgs};
 use anyhow::{bail, Context};
 use issuing_domain::ledger::AccountKind;
@@ -27,9 +28,39 @@ pub enum AdminCommand {
         #[arg(long)]
         reference: Option<String>,
     },
+    /// Card providers of the catalog's `lithic` subproviders: enrol them with Lithic, show
+    /// what is enrolled.
+    #[command(subcommand)]
+    Provider(ProviderCommand),
     /// Check the ledger: every transfer balances, every balance equals its entries,
     /// no customer balance is negative. Exits 1 and names each bad account on mismatch.
     VerifyLedger,
+    /// Operators of the web console: create, list, disable, reset-password.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+    /// Copy a SQLite database to FILE, consistent while `serve` runs. The master key is
+    /// not in the copy; `--master-key-to` writes it to a separate file.
+    Backup {
+        /// The backup file to create (must not exist).
+        #[arg(long)]
+        to: std::path::PathBuf,
+        /// Also write the master key (base64) to this file; keep it apart from the backup.
+        #[arg(long)]
+        master_key_to: Option<std::path::PathBuf>,
+    },
+    /// Replace the SQLite database with a backup; refused while a server runs on it.
+    Restore {
+        /// The backup file made by `admin backup`.
+        #[arg(long)]
+        from: std::path::PathBuf,
+        /// The master key file saved with the backup; installed as the data directory's
+        /// master.key when it has none.
+        #[arg(long)]
+        master_key_from: Option<std::path::PathBuf>,
+        /// Replace an existing database (it is kept beside, renamed).
+        #[arg(long)]
+        force: bool,
+    },
     /// Sandbox only: fresh credentials for the database's demo project (created if
     /// missing), printed as JSON. Rotates its key with no grace: the previous secret
     /// stops working at once.
@@ -63,6 +94,25 @@ pub enum ProjectCommand {
 }
 
 #[derive(clap::Subcommand)]
+pub enum ProviderCommand {
+    /// Register this service with Lithic for a `lithic` subprovider: the ASA responder
+    /// (`<public-url>/provider/lithic/<code>/asa`), an event subscription
+    /// (`…/events`), and both signing secrets, stored sealed with the master key.
+    /// Prints what was enrolled as JSON. Running it again re-enrols (same subscription).
+    Enroll {
+        /// The subprovider's code in the catalog (its kind must be `lithic`).
+        #[arg(long)]
+        subprovider: String,
+        /// The public base URL Lithic reaches this service's API listener at.
+        #[arg(long)]
+        public_url: String,
+    },
+    /// One JSON line per `lithic` subprovider: configuration (never the key), what is
+    /// enrolled, and what Lithic reports as enrolled now.
+    Status,
+}
+
+#[derive(clap::Subcommand)]
 pub enum KeyCommand {
     /// Issue a new API key and secret (printed once, as JSON); the project's other keys
     /// keep working for the grace period.
@@ -88,6 +138,35 @@ pub enum KeyCommand {
     },
 }
 
+#[derive(clap::Subcommand)]
+pub enum OperatorCommand {
+    /// Create an operator; prints `{"email", "role", "password"}` (the password only
+    /// this once).
+    Create {
+        #[arg(long)]
+        email: String,
+        /// `admin` (also manages operators, may reveal card details), `operator` (reads
+        /// everything and acts) or `viewer` (reads only).
+        #[arg(long, value_parser = ["admin", "operator", "viewer"])]
+        role: String,
+        /// A project a viewer may read (repeat for several; none: every project).
+        #[arg(long = "project")]
+        projects: Vec<String>,
+    },
+    /// List operators as JSON lines (never passwords).
+    List,
+    /// Disable an operator: its sessions end at once.
+    Disable {
+        #[arg(long)]
+        email: String,
+    },
+    /// Give an operator a new generated password (printed once); its sessions end.
+    ResetPassword {
+        #[arg(long)]
+        email: String,
+    },
+}
+
 /// Old keys keep working this long after a rotation unless `--grace` says otherwise.
 const DEFAULT_GRACE_SECS: u64 = 24 * 60 * 60;
 const MAX_GRACE_SECS: u64 = 90 * 24 * 60 * 60;
@@ -95,7 +174,54 @@ const MAX_GRACE_SECS: u64 = 90 * 24 * 60 * 60;
 /// The operator listing is bounded; a deployment with more projects pages through SQL.
 const LIST_LIMIT: i64 = 10_000;
 
-pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
+/// Runs an admin command, then appends its audit row (CONTRACT §12): every command,
+/// whatever it is and however it ends, once the database can be opened.
+pub async fn run(
+    global: &GlobalArgs,
+    cmd: AdminCommand,
+    asked: audit::Invocation,
+) -> anyhow::Result<ExitCode> {
+    let result = execute(global, cmd).await;
+    if let Err(e) = record(global, &asked, &result).await {
+        eprintln!("warning: the audit log could not be written: {e:#}");
+    }
+    result
+}
+
+async fn record(
+    global: &GlobalArgs,
+    asked: &audit::Invocation,
+    result: &anyhow::Result<ExitCode>,
+) -> anyhow::Result<()> {
+    let file = settings::load_file(global)?;
+    // A command refused before it opened its database leaves no database behind.
+    let Some(store) = settings::existing_store(global, &file).await? else {
+        return Ok(());
+    };
+    // Nor migrates one (an empty PostgreSQL database stays empty).
+    if !issuing_store::audit::exists(&store).await {
+        store.close().await;
+        return Ok(());
+    }
+    let mut tx = store.begin().await?;
+    issuing_store::audit::append(
+        &mut tx,
+        &issuing_store::audit::NewAudit {
+            at: issuing_domain::time::now_micros(),
+            actor: issuing_store::audit::CLI,
+            action: &asked.action,
+            project_id: asked.project_id(),
+            targets: &asked.targets,
+            result: &audit::outcome(result),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    store.close().await;
+    Ok(())
+}
+
+async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
     let file = settings::load_file(global)?;
     if let AdminCommand::Demo { mode } = &cmd {
         // Decided before the database is touched, from the settings `serve` reads.
@@ -108,8 +234,22 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             return Ok(ExitCode::from(2));
         }
     }
+    if let AdminCommand::Restore {
+        from,
+        master_key_from,
+        force,
+    } = &cmd
+    {
+        // Before anything opens (and so creates) the database.
+        return crate::backup::restore(global, &file, from, master_key_from.as_deref(), *force)
+            .await;
+    }
     let (store, master, _) = settings::open_store(global, &file).await?;
     let code = match cmd {
+        AdminCommand::Backup { to, master_key_to } => {
+            crate::backup::backup(&store, &master, &to, master_key_to.as_deref()).await?
+        }
+        AdminCommand::Restore { .. } => unreachable!("handled before the store is opened"),
         AdminCommand::Project(ProjectCommand::Create { name }) => {
             let name = name.trim();
             if name.is_empty() {
@@ -135,6 +275,8 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
                         "name": p.name,
                         "status": p.status,
                         "deposit_address": p.deposit_address,
+                        "deposit_index": p.deposit_index,
+                        "legacy_deposit_address": p.legacy_deposit_address,
                         "balance": balance,
                         "created_at": to_rfc3339(p.created_at),
                     })
@@ -224,9 +366,43 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             println!("{}", serde_json::to_string(&creds)?);
             ExitCode::SUCCESS
         }
+        AdminCommand::Operator(cmd) => operator(&store, cmd).await?,
+        AdminCommand::Provider(cmd) => {
+            let config = settings::server_config_from_env(&file)?;
+            match cmd {
+                ProviderCommand::Enroll {
+                    subprovider,
+                    public_url,
+                } => {
+                    let enrolled = issuing_server::provider::lithic::admin::enroll(
+                        &store,
+                        &master,
+                        &config.catalog,
+                        &config.provider_keys,
+                        subprovider.trim(),
+                        &public_url,
+                    )
+                    .await?;
+                    println!("{enrolled}");
+                }
+                ProviderCommand::Status => {
+                    let all = issuing_server::provider::lithic::admin::status(
+                        &store,
+                        &master,
+                        &config.catalog,
+                        &config.provider_keys,
+                    )
+                    .await?;
+                    for line in all {
+                        println!("{line}");
+                    }
+                }
+            }
+            ExitCode::SUCCESS
+        }
         AdminCommand::VerifyLedger => {
-            let mut conn = store.conn().await?;
-            let problems = ledger::verify(&mut conn).await?;
+            let problems =
+                issuing_server::ledger_check::verify(&store, issuing_store::audit::CLI).await?;
             if problems.is_empty() {
                 println!("ledger ok");
                 ExitCode::SUCCESS
@@ -241,6 +417,46 @@ pub async fn run(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
     };
     store.close().await;
     Ok(code)
+}
+
+async fn operator(store: &issuing_store::Store, cmd: OperatorCommand) -> anyhow::Result<ExitCode> {
+    use issuing_server::console::operators::{self, Role};
+    match cmd {
+        OperatorCommand::Create {
+            email,
+            role,
+            projects,
+        } => {
+            let role = Role::parse(&role).context("--role must be admin, operator or viewer")?;
+            let created = operators::create(store, &email, role, &projects).await?;
+            println!("{}", serde_json::to_string(&created)?);
+        }
+        OperatorCommand::List => {
+            for o in operators::list(store).await? {
+                println!(
+                    "{}",
+                    json!({
+                        "email": o.email,
+                        "role": o.role,
+                        "projects": o.projects,
+                        "status": o.status,
+                        "created_at": to_rfc3339(o.created_at),
+                        "disabled_at": o.disabled_at.map(to_rfc3339),
+                    })
+                );
+            }
+        }
+        OperatorCommand::Disable { email } => {
+            operators::disable(store, &email).await?;
+            let email = operators::normalize_email(&email)?;
+            println!("{}", json!({"email": email, "status": "disabled"}));
+        }
+        OperatorCommand::ResetPassword { email } => {
+            let reset = operators::reset_password(store, &email).await?;
+            println!("{}", serde_json::to_string(&reset)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn prepare_deposit_key(

@@ -8,6 +8,12 @@
 //! - stderr, per delivery forwarded with `--forward-to`: `forward: <event> <delivery_id> -> …`
 //! - stderr, for a refused delivery (wrong API-KEY, undecryptable): `rejected a delivery: …`
 //! - stderr, on SIGINT/SIGTERM after `wh/unsubscribe`: `unsubscribed <id>`, exit code 0
+//!
+//! With `--decide approve|decline` the receiver is also the project's real-time decision
+//! endpoint (`wh/decision/set`, CONTRACT §11): each `authorization_request` is printed
+//! like an event (one JSON line on stdout) and answered, sealed, with that decision
+//! (reason `issuing listen`); stderr says `decision endpoint set` once it is set and
+//! `decision endpoint deleted` on exit (`wh/decision/delete`).
 
 use crate::remote::{RemoteArgs, Signals};
 use anyhow::{bail, Context};
@@ -60,12 +66,26 @@ pub struct ListenArgs {
     /// received only when that URL answers 2xx.
     #[arg(long)]
     forward_to: Option<String>,
+    /// Also be the project's real-time decision endpoint and answer every
+    /// authorization request with this decision; the endpoint is removed on exit.
+    #[arg(long, value_enum)]
+    decide: Option<Decide>,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Decide {
+    Approve,
+    Decline,
+}
+
+/// The reason a declining answer gives (`card_tx_data.decision_reason`).
+const DECISION_REASON: &str = "issuing listen";
 
 /// What the receiver needs for each delivery.
 struct Receiver {
     client: Client,
     pretty: bool,
+    decide: Option<Decide>,
     forward: Option<Forward>,
     slots: Semaphore,
     /// Wakes the main task when the receiver cannot go on (stdout closed).
@@ -118,6 +138,7 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<ExitCode> {
     let receiver = Arc::new(Receiver {
         client: client.clone(),
         pretty: args.pretty,
+        decide: args.decide,
         forward,
         slots: Semaphore::new(MAX_CONCURRENT_DELIVERIES),
         stop: Notify::new(),
@@ -163,6 +184,16 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<ExitCode> {
         server.abort();
         bail!("wh/subscribe answered without a subscription id: {subscription}");
     };
+    if args.decide.is_some() {
+        if let Err(e) = client.call("wh/decision/set", json!({"url": url})).await {
+            server.abort();
+            let _ = client.call("wh/unsubscribe", json!({"id": id})).await;
+            return Err(
+                anyhow::Error::new(e).context(format!("cannot set {url} as the decision endpoint"))
+            );
+        }
+        eprintln!("decision endpoint set: {url}");
+    }
     eprintln!("ready: subscription {id} receiving on {url}");
 
     let mut server_ended = false;
@@ -179,6 +210,12 @@ pub async fn run(args: ListenArgs) -> anyhow::Result<ExitCode> {
         }
     };
     eprintln!("{reason}: unsubscribing {id}");
+    if args.decide.is_some() {
+        match client.call("wh/decision/delete", json!({})).await {
+            Ok(_) => eprintln!("decision endpoint deleted"),
+            Err(e) => eprintln!("cannot delete the decision endpoint: {e}"),
+        }
+    }
 
     let unsubscribed = tokio::select! {
         r = client.call("wh/unsubscribe", json!({"id": id})) => r,
@@ -257,6 +294,9 @@ async fn receive(
         }
     };
 
+    let decision = rx
+        .decide
+        .filter(|_| event.get("type").and_then(Value::as_str) == Some("authorization_request"));
     if let Err(e) = print_event(&event, rx.pretty).await {
         eprintln!("cannot write the event to stdout: {e}");
         rx.stop.notify_one();
@@ -267,6 +307,18 @@ async fn receive(
         );
     }
 
+    if let Some(decide) = decision {
+        let approved = decide == Decide::Approve;
+        let body = rx
+            .client
+            .seal_decision(approved, (!approved).then_some(DECISION_REASON));
+        return (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response();
+    }
     if let Some(forward) = &rx.forward {
         if let Err(reason) = forward.send(&event).await {
             return refuse(StatusCode::BAD_GATEWAY, "forward_failed", &reason);
@@ -393,6 +445,7 @@ mod tests {
         Arc::new(Receiver {
             client: Client::new("http://127.0.0.1:9", "pk_l", "sk_l").unwrap(),
             pretty: false,
+            decide: None,
             forward,
             slots: Semaphore::new(2),
             stop: Notify::new(),

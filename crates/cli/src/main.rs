@@ -2,7 +2,10 @@
 
 mod admin;
 mod api;
+mod audit;
+mod backup;
 mod listen;
+mod lock;
 mod logging;
 mod proxy;
 mod remote;
@@ -10,7 +13,7 @@ mod serve;
 mod settings;
 mod trigger;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use settings::GlobalArgs;
 
 #[derive(Parser)]
@@ -49,11 +52,16 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // The matches are kept: `admin` records what it was asked in the audit log.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     logging::init(cli.global.log_format);
     let result = match cli.command {
         Command::Serve(args) => serve::run(&cli.global, args).await,
-        Command::Admin(cmd) => admin::run(&cli.global, cmd).await,
+        Command::Admin(cmd) => {
+            let asked = audit::Invocation::of_admin(&Cli::command(), &matches);
+            admin::run(&cli.global, cmd, asked).await
+        }
         Command::Listen(args) => listen::run(args).await,
         Command::Api(args) => api::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,

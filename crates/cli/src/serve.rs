@@ -44,33 +44,42 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
         println!("  balance:         {DEMO_CREDIT} USDT (sandbox credit)");
     }
 
+    // The sandbox's first run also creates the console's first admin.
+    let console_admin = match (config.mode, config.console) {
+        (Mode::Sandbox, Some(_)) => {
+            issuing_server::console::operators::ensure_first_admin(&store).await?
+        }
+        _ => None,
+    };
+    if let Some(admin) = console_admin {
+        println!("Console operator created. Its password is shown only this once:");
+        println!("  console_email:    {}", admin.email);
+        println!("  console_password: {}", admin.password);
+    }
+
     let server = issuing_server::start(store.clone(), master, config).await?;
+    if let Some(at) = server.console_addr {
+        println!("issuing console on http://{at}/console/");
+    }
+    let stop = issuing_server::StopSignal::install()?;
     println!("issuing listening on http://{}/api/v2", server.addr);
-    server.wait().await;
+    server.wait(stop).await;
     store.close().await;
     Ok(ExitCode::SUCCESS)
 }
 
-/// One `issuing serve` per SQLite database: its replay guard lives in process memory, so
-/// a second server on the same file could accept a copy of a request the first accepted.
-/// The lock is released by the kernel when the process ends, however it ends.
+/// One `issuing serve` per SQLite database (see `lock.rs`).
 fn lock_sqlite(store: &issuing_store::Store) -> anyhow::Result<Option<std::fs::File>> {
     let Some(path) = store.sqlite_path() else {
         return Ok(None);
     };
-    let lock_path = format!("{path}.serve.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+    match crate::lock::try_lock(path)? {
+        Some(file) => Ok(Some(file)),
+        None => anyhow::bail!(
             "another `issuing serve` is already running on the SQLite database {path} \
-             (lock file {lock_path}); stop it first, or use PostgreSQL \
-             (--database-url postgres://...) to run several servers on one database"
+             (lock file {}); stop it first, or use PostgreSQL \
+             (--database-url postgres://...) to run several servers on one database",
+            crate::lock::lock_path(path)
         ),
-        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
     }
 }

@@ -54,8 +54,19 @@ pub struct FileConfig {
     pub catalog: Option<issuing_domain::catalog::CatalogConfig>,
     pub sandbox: Option<SandboxFileConfig>,
     pub order_workers: Option<usize>,
+    /// Seconds final webhook deliveries and their events are kept; 0 keeps everything.
+    pub retention: Option<u64>,
+    /// Seconds of nothing but failed attempts before a subscription is deactivated; 0 never.
+    pub webhook_disable_after: Option<u64>,
+    /// Seconds a stopping server gives accepted requests, then its workers, to finish.
+    pub drain_timeout: Option<u64>,
     /// TRC20 deposit addresses and the chain watcher (the `ISSUING_TRON_*` settings).
     pub tron: Option<TronFileConfig>,
+    /// Address of the operator console; `off` for none.
+    pub console_listen: Option<String>,
+    /// Comma-separated networks (CIDR) production may send webhooks to although they
+    /// are private (`ISSUING_WEBHOOK_ALLOWED_NETWORKS`).
+    pub webhook_allowed_networks: Option<String>,
 }
 
 /// `[tron]` in the config file; each key as its `ISSUING_TRON_*` variable.
@@ -98,23 +109,29 @@ pub struct Resolved {
     pub database_url: String,
 }
 
-pub fn resolve_storage(global: &GlobalArgs, file: &FileConfig) -> anyhow::Result<Resolved> {
+/// The data directory and database URL the settings name, touching nothing.
+fn storage_names(global: &GlobalArgs, file: &FileConfig) -> (PathBuf, String) {
     let data_dir = global
         .data_dir
         .clone()
         .or_else(|| file.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from("./data"));
+    let database_url = global
+        .database_url
+        .clone()
+        .or_else(|| file.database_url.clone())
+        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("issuing.db").display()));
+    (data_dir, database_url)
+}
+
+pub fn resolve_storage(global: &GlobalArgs, file: &FileConfig) -> anyhow::Result<Resolved> {
+    let (data_dir, database_url) = storage_names(global, file);
     std::fs::create_dir_all(&data_dir).with_context(|| {
         format!(
             "--data-dir / ISSUING_DATA_DIR: cannot create {}",
             data_dir.display()
         )
     })?;
-    let database_url = global
-        .database_url
-        .clone()
-        .or_else(|| file.database_url.clone())
-        .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("issuing.db").display()));
     if database_url.trim().is_empty() {
         bail!("--database-url / ISSUING_DATABASE_URL must not be empty");
     }
@@ -150,6 +167,25 @@ pub async fn open_store(
     let master = load_master_key(&resolved.data_dir)?;
     master.bind_to(&store).await?;
     Ok((store, master, resolved))
+}
+
+/// The database the settings name, only if it already exists (a SQLite file is not
+/// created): for writing down what a command did without creating a database the
+/// command itself never touched.
+pub async fn existing_store(
+    global: &GlobalArgs,
+    file: &FileConfig,
+) -> anyhow::Result<Option<Store>> {
+    let (_, url) = storage_names(global, file);
+    if let Some(path) = sqlite_path(&url) {
+        if !path.is_file() {
+            return Ok(None);
+        }
+    }
+    let store = Store::connect(&url)
+        .await
+        .with_context(|| format!("cannot open the database ({})", redact(&url)))?;
+    Ok(Some(store))
 }
 
 /// The data directory is the owner's alone (0700), and so are the SQLite database and
@@ -193,7 +229,7 @@ fn secure_files(resolved: &Resolved) -> anyhow::Result<()> {
 }
 
 /// The file of a SQLite database URL; None for PostgreSQL.
-fn sqlite_path(url: &str) -> Option<PathBuf> {
+pub(crate) fn sqlite_path(url: &str) -> Option<PathBuf> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return None;
     }
@@ -246,7 +282,7 @@ fn read_when_complete(path: &Path) -> anyhow::Result<MasterKey> {
     anyhow::bail!("{} exists but holds no valid master key", path.display())
 }
 
-fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -297,6 +333,22 @@ pub struct ServerArgs {
     /// Connections served at once (lowered to fit the descriptor limit).
     #[arg(long, env = "ISSUING_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Address of the operator console (`/console/`), or `off`. Default: 127.0.0.1:8090
+    /// in sandbox mode, off in production.
+    #[arg(long, env = "ISSUING_CONSOLE_LISTEN")]
+    pub console_listen: Option<String>,
+    /// Seconds final webhook deliveries and their events are kept (default 2592000,
+    /// 30 days); 0 keeps everything.
+    #[arg(long, env = "ISSUING_RETENTION")]
+    pub retention: Option<u64>,
+    /// Seconds of nothing but failed attempts after which a webhook subscription is
+    /// deactivated (default 432000, 5 days); 0 never deactivates one.
+    #[arg(long, env = "ISSUING_WEBHOOK_DISABLE_AFTER")]
+    pub webhook_disable_after: Option<u64>,
+    /// Seconds a server stopped with SIGTERM or SIGINT gives accepted requests, then its
+    /// workers, to finish (default 20).
+    #[arg(long, env = "ISSUING_DRAIN_TIMEOUT")]
+    pub drain_timeout: Option<u64>,
     /// Address for Prometheus metrics (`GET /metrics`), e.g. 127.0.0.1:9090; off when unset.
     #[arg(long, env = "ISSUING_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -321,6 +373,10 @@ pub struct ServerArgs {
     /// are ignored as dust.
     #[arg(long, env = "ISSUING_TRON_MIN_DEPOSIT")]
     pub tron_min_deposit: Option<String>,
+    /// Private networks production may deliver webhooks to, comma-separated CIDRs such
+    /// as 10.0.0.0/8,fd00::/8 (default none: only public addresses).
+    #[arg(long, env = "ISSUING_WEBHOOK_ALLOWED_NETWORKS")]
+    pub webhook_allowed_networks: Option<String>,
 }
 
 /// The serve settings as the environment and config file give them (no flags): what
@@ -336,6 +392,10 @@ pub fn server_config_from_env(file: &FileConfig) -> anyhow::Result<ServerConfig>
         .context("reading the ISSUING_* environment")?;
     server_config(&parsed.server, file)
 }
+
+/// Bound on durations counted in seconds: far beyond any use, far from overflowing
+/// microseconds.
+const MAX_RETENTION_SECS: u64 = 10 * 365 * 24 * 3600;
 
 pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<ServerConfig> {
     let mut config = ServerConfig::default();
@@ -421,6 +481,24 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
             transient_failures: s.transient_failures,
         };
     }
+    if let Some(secs) = args.retention.or(file.retention) {
+        if secs > MAX_RETENTION_SECS {
+            bail!("ISSUING_RETENTION must be at most {MAX_RETENTION_SECS} seconds (10 years); 0 keeps everything");
+        }
+        config.retention = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.webhook_disable_after.or(file.webhook_disable_after) {
+        if secs > MAX_RETENTION_SECS {
+            bail!("ISSUING_WEBHOOK_DISABLE_AFTER must be at most {MAX_RETENTION_SECS} seconds (10 years); 0 never disables");
+        }
+        config.webhook_disable_after = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.drain_timeout.or(file.drain_timeout) {
+        if !(1..=3_600).contains(&secs) {
+            bail!("ISSUING_DRAIN_TIMEOUT must be between 1 and 3600 seconds");
+        }
+        config.drain_timeout = Duration::from_secs(secs);
+    }
     if let Some(n) = file.order_workers {
         if !(1..=8).contains(&n) {
             bail!("order_workers must be between 1 and 8");
@@ -431,7 +509,67 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
         args,
         file.tron.as_ref().unwrap_or(&TronFileConfig::default()),
     )?;
+    if let Some(nets) = args
+        .webhook_allowed_networks
+        .clone()
+        .or_else(|| file.webhook_allowed_networks.clone())
+    {
+        config.webhook_allowed_networks = issuing_domain::webhooks::AllowedNetworks::parse(&nets)
+            .map_err(|e| {
+            anyhow::anyhow!("--webhook-allowed-networks / ISSUING_WEBHOOK_ALLOWED_NETWORKS: {e}")
+        })?;
+    }
+    config.provider_keys = provider_keys(&config.catalog, |name| std::env::var(name).ok());
+    config.console = console_listen(args, file, config.mode)?;
     Ok(config)
+}
+
+/// The console's address: as set (`off` or empty for none), else 127.0.0.1:8090 in the
+/// sandbox (given up with a warning when taken) and none in production.
+fn console_listen(
+    args: &ServerArgs,
+    file: &FileConfig,
+    mode: Mode,
+) -> anyhow::Result<Option<issuing_server::config::ConsoleListen>> {
+    use issuing_server::config::{ConsoleListen, DEFAULT_CONSOLE_LISTEN};
+    match args
+        .console_listen
+        .clone()
+        .or_else(|| file.console_listen.clone())
+    {
+        Some(at) if at.trim().is_empty() || at.trim().eq_ignore_ascii_case("off") => Ok(None),
+        Some(at) => {
+            let addr = at.trim().parse::<SocketAddr>().with_context(|| {
+                format!("--console-listen / ISSUING_CONSOLE_LISTEN: `{at}` is not an address like 127.0.0.1:8090 (or off)")
+            })?;
+            Ok(Some(ConsoleListen {
+                addr,
+                optional: false,
+            }))
+        }
+        None if mode == Mode::Sandbox => Ok(Some(ConsoleListen {
+            addr: DEFAULT_CONSOLE_LISTEN,
+            optional: true,
+        })),
+        None => Ok(None),
+    }
+}
+
+/// The API key of each `lithic` subprovider, from the environment variable it names
+/// (never from the config file). A subprovider without one is refused by `serve`.
+pub fn provider_keys(
+    catalog: &issuing_domain::catalog::Catalog,
+    env: impl Fn(&str) -> Option<String>,
+) -> issuing_server::config::ProviderKeys {
+    let mut keys = issuing_server::config::ProviderKeys::default();
+    for s in catalog.subproviders() {
+        if let issuing_domain::catalog::ProviderKind::Lithic(l) = &s.kind {
+            if let Some(key) = env(&l.api_key_env).filter(|k| !k.trim().is_empty()) {
+                keys.insert(&s.code, key.trim());
+            }
+        }
+    }
+    keys
 }
 
 /// The `ISSUING_TRON_*` settings, checked. An empty value counts as unset.
@@ -579,6 +717,148 @@ mod tests {
         assert_eq!(c.tron.api_url.as_deref(), Some("http://127.0.0.1:9"));
         assert_eq!(c.tron.min_deposit.micros(), 500_000);
         assert_eq!(c.tron.poll_interval, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn console_is_on_in_the_sandbox_and_off_in_production_until_set() {
+        use issuing_server::config::ConsoleListen;
+        let file = FileConfig::default();
+        let c = server_config(&ServerArgs::default(), &file).unwrap();
+        assert_eq!(
+            c.console,
+            Some(ConsoleListen {
+                addr: "127.0.0.1:8090".parse().unwrap(),
+                optional: true
+            })
+        );
+        let prod = ServerArgs {
+            mode: Some("production".into()),
+            ..Default::default()
+        };
+        assert_eq!(server_config(&prod, &file).unwrap().console, None);
+        let set = ServerArgs {
+            mode: Some("production".into()),
+            console_listen: Some("0.0.0.0:9443".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            server_config(&set, &file).unwrap().console,
+            Some(ConsoleListen {
+                addr: "0.0.0.0:9443".parse().unwrap(),
+                optional: false
+            })
+        );
+        let off = ServerArgs {
+            console_listen: Some("off".into()),
+            ..Default::default()
+        };
+        assert_eq!(server_config(&off, &file).unwrap().console, None);
+        let bad = ServerArgs {
+            console_listen: Some("console".into()),
+            ..Default::default()
+        };
+        let e = server_config(&bad, &file).unwrap_err().to_string();
+        assert!(e.contains("--console-listen"), "{e}");
+    }
+
+    #[test]
+    fn long_running_settings() {
+        let c = server_config(&ServerArgs::default(), &FileConfig::default()).unwrap();
+        assert_eq!(c.retention, Duration::from_secs(2_592_000));
+        assert_eq!(c.webhook_disable_after, Duration::from_secs(432_000));
+        assert_eq!(c.drain_timeout, Duration::from_secs(20));
+        let file = FileConfig {
+            retention: Some(0),
+            webhook_disable_after: Some(0),
+            drain_timeout: Some(5),
+            ..Default::default()
+        };
+        let c = server_config(&ServerArgs::default(), &file).unwrap();
+        assert!(c.retention.is_zero() && c.webhook_disable_after.is_zero());
+        assert_eq!(c.drain_timeout, Duration::from_secs(5));
+        let flag = ServerArgs {
+            retention: Some(600),
+            ..Default::default()
+        };
+        assert_eq!(
+            server_config(&flag, &file).unwrap().retention,
+            Duration::from_secs(600),
+            "a flag beats the file"
+        );
+        for (args, name) in [
+            (
+                ServerArgs {
+                    drain_timeout: Some(0),
+                    ..Default::default()
+                },
+                "ISSUING_DRAIN_TIMEOUT",
+            ),
+            (
+                ServerArgs {
+                    retention: Some(u64::MAX),
+                    ..Default::default()
+                },
+                "ISSUING_RETENTION",
+            ),
+            (
+                ServerArgs {
+                    webhook_disable_after: Some(u64::MAX),
+                    ..Default::default()
+                },
+                "ISSUING_WEBHOOK_DISABLE_AFTER",
+            ),
+        ] {
+            let e = server_config(&args, &FileConfig::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(name), "{e}");
+        }
+    }
+
+    #[test]
+    fn allowed_networks_and_provider_keys() {
+        let c = server_config(&ServerArgs::default(), &FileConfig::default()).unwrap();
+        assert!(c.webhook_allowed_networks.is_empty());
+        let args = ServerArgs {
+            webhook_allowed_networks: Some("127.0.0.0/8, 10.0.0.0/8".into()),
+            ..Default::default()
+        };
+        let c = server_config(&args, &FileConfig::default()).unwrap();
+        assert!(c
+            .webhook_allowed_networks
+            .permits("10.2.3.4".parse().unwrap()));
+        let bad = ServerArgs {
+            webhook_allowed_networks: Some("10.0.0.0/99".into()),
+            ..Default::default()
+        };
+        let e = server_config(&bad, &FileConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ISSUING_WEBHOOK_ALLOWED_NETWORKS"), "{e}");
+
+        let catalog: issuing_domain::catalog::CatalogConfig = toml::from_str(
+            r#"
+            [[subproviders]]
+            code = "lithic_us"
+            kind = "lithic"
+            base_url = "https://sandbox.lithic.com"
+            api_key_env = "TEST_LITHIC_KEY"
+            [[products]]
+            code = "p"
+            subprovider = "lithic_us"
+            issue_fee = "1"
+            topup_fee_percent = "0"
+            topup_fee_fixed = "0"
+            topup_min = "1"
+            topup_max = "10"
+            "#,
+        )
+        .unwrap();
+        let catalog = issuing_domain::catalog::Catalog::from_config(&catalog).unwrap();
+        let keys = provider_keys(&catalog, |n| (n == "TEST_LITHIC_KEY").then(|| "k1".into()));
+        assert_eq!(keys.get("lithic_us"), Some("k1"));
+        assert_eq!(format!("{keys:?}"), "{\"lithic_us\": \"***\"}");
+        assert!(provider_keys(&catalog, |_| None).get("lithic_us").is_none());
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //! sandbox KYC data, a `virtual_usd` card (`virtual_usd_restricted` for `card_otp`, whose
 //! 3DS method is OTP), and a wait for its issue order. Then, as the event needs:
 //! a topup of 10, freeze, unfreeze, close, `simulate/cards/auth` or `simulate/cards/3ds`.
+//! `card_transaction.declined_by_limit` sets a daily limit of 1.00 on the card
+//! (`cards/limits/set`), spends it, and asks again: the second authorization is
+//! declined with `spending_limit_exceeded` (its `card_transaction` event carries the
+//! `decline` object).
 //! The events along the way (`card.created`, …) are sent too.
 //!
 //! stdout: one JSON line, e.g. `{"event":"card.freeze","card_id":"…","status":"frozen"}`.
@@ -14,21 +18,23 @@
 
 use crate::remote::RemoteArgs;
 use issuing_client::{
-    Address, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsTopup, Client,
-    ClientError, KycData, Merchant, Order, Simulate3ds, SimulateAuth,
+    Address, CardLimit, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsLimitsSet,
+    CardsTopup, Client, ClientError, KycData, Merchant, Order, Simulate3ds, SimulateAuth,
+    SimulatedTransaction,
 };
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// The events `trigger` can produce.
-pub const EVENTS: [&str; 8] = [
+pub const EVENTS: [&str; 9] = [
     "card.created",
     "card.topup",
     "card.freeze",
     "card.unfreeze",
     "card.close",
     "card_transaction",
+    "card_transaction.declined_by_limit",
     "card_3ds",
     "card_otp",
 ];
@@ -45,7 +51,8 @@ pub struct TriggerArgs {
     #[command(flatten)]
     remote: RemoteArgs,
     /// The event to produce: card.created, card.topup, card.freeze, card.unfreeze,
-    /// card.close, card_transaction, card_3ds or card_otp.
+    /// card.close, card_transaction, card_transaction.declined_by_limit, card_3ds or
+    /// card_otp.
     event: String,
 }
 
@@ -146,23 +153,47 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         }
         "card_transaction" => {
             topup(client, &tag, &card_id).await?;
-            let auth = client
-                .simulate_cards_auth(&SimulateAuth {
-                    card_id: card_id.clone(),
-                    transaction_amount: PURCHASE_AMOUNT.into(),
-                    merchant: Some(Merchant {
-                        name: Some("issuing trigger".into()),
-                        mcc: Some("5814".into()),
-                        country: Some("US".into()),
-                    }),
-                    ..SimulateAuth::default()
-                })
-                .await?;
+            let auth = purchase(client, &card_id).await?;
             let transaction_id = auth.transaction_id;
             eprintln!(
                 "authorized {PURCHASE_AMOUNT} on card {card_id}: transaction {transaction_id}"
             );
             json!({"event": event, "card_id": card_id, "transaction_id": transaction_id})
+        }
+        "card_transaction.declined_by_limit" => {
+            topup(client, &tag, &card_id).await?;
+            client
+                .cards_limits_set(&CardsLimitsSet {
+                    card_id: card_id.clone(),
+                    limits: vec![CardLimit {
+                        interval: "daily".into(),
+                        amount: Some(PURCHASE_AMOUNT.into()),
+                        ..CardLimit::default()
+                    }],
+                    ..CardsLimitsSet::default()
+                })
+                .await?;
+            eprintln!("set a daily limit of {PURCHASE_AMOUNT} on card {card_id}");
+            let first = purchase(client, &card_id).await?;
+            eprintln!(
+                "authorized {PURCHASE_AMOUNT}: transaction {}",
+                first.transaction_id
+            );
+            let second = purchase(client, &card_id).await?;
+            let data = &second.transaction.card_tx_data;
+            let reason = data.failure_reason.clone().unwrap_or_default();
+            if reason != "spending_limit_exceeded" {
+                return Err(Failed(format!(
+                    "the second authorization was not declined by the limit: {} {reason}",
+                    data.status
+                )));
+            }
+            eprintln!(
+                "declined {PURCHASE_AMOUNT} over the limit: transaction {}",
+                second.transaction_id
+            );
+            json!({"event": event, "card_id": card_id, "transaction_id": second.transaction_id,
+                   "failure_reason": reason})
         }
         "card_3ds" | "card_otp" => {
             let challenge = client
@@ -188,6 +219,22 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         other => return Err(Failed(format!("no recipe for {other}"))),
     };
     Ok(summary)
+}
+
+/// A simulated purchase of [`PURCHASE_AMOUNT`] on the card.
+async fn purchase(client: &Client, card_id: &str) -> Result<SimulatedTransaction, Failed> {
+    Ok(client
+        .simulate_cards_auth(&SimulateAuth {
+            card_id: card_id.to_owned(),
+            transaction_amount: PURCHASE_AMOUNT.into(),
+            merchant: Some(Merchant {
+                name: Some("issuing trigger".into()),
+                mcc: Some("5814".into()),
+                country: Some("US".into()),
+            }),
+            ..SimulateAuth::default()
+        })
+        .await?)
 }
 
 /// Tops the card up with [`TOPUP_AMOUNT`] and waits for the order; returns its id.

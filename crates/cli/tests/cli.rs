@@ -487,3 +487,81 @@ both_backends!(admin_key_and_project_commands, |t: TestServer| async move {
         assert!(err.contains("--grace"), "{grace}: {err}");
     }
 });
+
+both_backends!(
+    admin_output_is_clean_and_complete,
+    |t: TestServer| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let url = db.url.as_str();
+        let (code, out, _) =
+            run_admin(dir.path(), url, &["project", "create", "--name", "Old"]).await;
+        assert_eq!(code, 0);
+        let created: Value = serde_json::from_str(out.trim()).unwrap();
+        let project = created["project_id"].as_str().unwrap();
+        // A project from before derived addresses keeps its random one as legacy.
+        let store = issuing_store::Store::connect(url).await.unwrap();
+        sqlx::query("UPDATE projects SET legacy_deposit_address = 'TLegacyAddress' WHERE id = $1")
+            .bind(project)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        store.close().await;
+
+        // Run at the default log level: the second run finds every table in place and
+        // must print nothing on stderr (PostgreSQL notices included).
+        let out = issuing()
+            .env_remove("ISSUING_LOG")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--database-url")
+            .arg(url)
+            .args(["admin", "project", "list"])
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(err.trim(), "", "admin printed on stderr");
+        let listed: Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+        assert_eq!(
+            listed["legacy_deposit_address"], "TLegacyAddress",
+            "{listed}"
+        );
+        assert_eq!(listed["deposit_index"], 0, "{listed}");
+        assert_eq!(listed["deposit_address"], created["deposit_address"]);
+
+        // `serve` names its deposit key once.
+        let log = dir.path().join("serve.log");
+        let mut child = issuing()
+            .env("ISSUING_LOG", "info")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--database-url")
+            .arg(url)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.starts_with("issuing listening on") {
+                    break;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        child.kill().await.unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            text.matches("deposit addresses derive from").count(),
+            1,
+            "{text}"
+        );
+    }
+);

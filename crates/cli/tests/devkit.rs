@@ -402,6 +402,34 @@ both_backends!(
     }
 );
 
+both_backends!(trigger_a_decline_by_limit, |t: TestServer| async move {
+    let rx = Receiver::start(&t.creds.api_secret).await;
+    t.ok("wh/subscribe", json!({"url": rx.url})).await;
+    t.deposit(&t.creds.project_id, 100_000_000).await;
+    let (code, out, err) = run(&t, &["trigger", "card_transaction.declined_by_limit"], None).await;
+    assert_eq!(code, 0, "{err}");
+    let summary = one_json_line(&out);
+    assert_eq!(summary["failure_reason"], "spending_limit_exceeded");
+    let tx = summary["transaction_id"].as_str().unwrap().to_owned();
+    rx.wait_until("the declined transaction", EVENT_TIMEOUT, |got| {
+        got.iter().any(|r| r.event["transaction_id"] == tx.as_str())
+    })
+    .await;
+    let event = rx
+        .received()
+        .into_iter()
+        .find(|r| r.event["transaction_id"] == tx.as_str())
+        .unwrap()
+        .event;
+    assert_eq!(event["type"], "card_transaction");
+    assert_eq!(
+        event["card_tx_data"]["failure_reason"],
+        "spending_limit_exceeded"
+    );
+    assert_eq!(event["card_tx_data"]["decline"]["interval"], "daily");
+    assert_eq!(event["card_tx_data"]["decline"]["spent"], 1.0);
+});
+
 both_backends!(trigger_refuses_unknown_events, |t: TestServer| async move {
     let (code, out, err) = run(&t, &["trigger", "card.explode"], None).await;
     assert_eq!((code, out.as_str()), (2, ""), "{err}");

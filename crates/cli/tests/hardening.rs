@@ -581,6 +581,7 @@ struct Pool {
     securement_ids: Vec<String>,
     delivery_ids: Vec<String>,
     subscription_ids: Vec<String>,
+    rule_ids: Vec<String>,
     webhook_url: String,
     n: u64,
 }
@@ -614,9 +615,11 @@ impl Pool {
         push(&mut self.securement_ids, &v["securement_id"]);
         push(&mut self.order_ids, &v["order_id"]);
         push(&mut self.order_ids, &v["order"]["order_id"]);
+        push(&mut self.rule_ids, &v["rule_id"]);
         if let Some(items) = v["items"].as_array() {
             for item in items {
                 push(&mut self.delivery_ids, &item["delivery_id"]);
+                push(&mut self.rule_ids, &item["rule_id"]);
             }
         }
     }
@@ -699,6 +702,24 @@ fn base_body(path: &str, p: &mut Pool, rng: &mut StdRng) -> Value {
         }
         "simulate/cards/3ds" => json!({"card_id": card, "external_user_id": "fz-a", "amount": "3",
                                        "currency": "USD", "merchant": {"name": "Fuzz", "country": "US"}}),
+        "cards/limits/set" => json!({"card_id": card, "timezone": "Europe/Berlin", "limits": [
+            {"interval": "daily", "amount": "100000", "count": 100000},
+            {"interval": "rolling", "window_seconds": 600, "amount": "50000", "mccs": ["5814"]}]}),
+        "cards/limits/get" => json!({"card_id": card, "external_user_id": "fz-a"}),
+        "rules/create" => {
+            json!({"name": "fuzz", "mode": "shadow", "priority": 5, "card_ids": [card],
+                                 "conditions": [{"attribute": "amount", "operator": "greater_than", "value": "1"},
+                                                {"attribute": "mcc", "operator": "is_one_of", "value": ["5814"]}]})
+        }
+        "rules/update" => json!({"rule_id": Pool::pick(rng, &p.rule_ids), "mode": "shadow",
+                                 "conditions": [{"attribute": "merchant_name", "operator": "contains", "value": "fuzz"}]}),
+        "rules/get" | "rules/delete" => json!({"rule_id": Pool::pick(rng, &p.rule_ids)}),
+        "rules/list" => json!({"mode": "shadow", "limit": 5, "sort_by": "priority"}),
+        "rules/results" => json!({"rule_id": Pool::pick(rng, &p.rule_ids), "limit": 5}),
+        "wh/decision/set" => {
+            json!({"url": p.webhook_url, "timeout_ms": 300, "on_timeout": "approve",
+                                    "mode": "stand_in"})
+        }
         _ => json!({}),
     }
 }
@@ -741,6 +762,17 @@ const ENDPOINTS: &[&str] = &[
     "simulate/cards/refund",
     "simulate/cards/3ds",
     "simulate/project/deposit",
+    "cards/limits/set",
+    "cards/limits/get",
+    "rules/create",
+    "rules/update",
+    "rules/get",
+    "rules/list",
+    "rules/delete",
+    "rules/results",
+    "wh/decision/set",
+    "wh/decision/get",
+    "wh/decision/delete",
 ];
 
 /// Arrays (or objects) nested `depth` deep around `leaf`.
@@ -1097,6 +1129,7 @@ both_backends_with!(
                 sub["id"].as_str().unwrap().to_owned(),
                 spare["id"].as_str().unwrap().to_owned(),
             ],
+            rule_ids: Vec::new(),
             webhook_url: receiver.url.clone(),
             n: 0,
         };

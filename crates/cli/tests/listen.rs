@@ -386,3 +386,45 @@ both_backends!(refuses_foreign_deliveries, |t| async move {
 
     stop(&t, listen).await;
 });
+
+both_backends!(decides_authorizations_with_decide, |t| async move {
+    let card = t.card_holding("listen-decide", 20).await;
+    let mut listen = Listen::start(&t, &["--decide", "decline"]).await;
+    assert!(
+        listen
+            .stderr_lines()
+            .iter()
+            .any(|l| l.starts_with("decision endpoint set")),
+        "{:?}",
+        listen.stderr_lines()
+    );
+    let endpoint = t.ok("wh/decision/get", json!({})).await;
+    assert_eq!(endpoint["url"], listen.url.as_str(), "{endpoint}");
+    let v = t
+        .ok(
+            "simulate/cards/auth",
+            json!({"card_id": card, "transactionAmount": "2"}),
+        )
+        .await;
+    let d = &v["transaction"]["card_tx_data"];
+    assert_eq!(d["failure_reason"], "webhook_declined", "{v}");
+    assert_eq!(d["decision_reason"], "issuing listen", "{v}");
+    let tx = v["transactionId"].as_str().unwrap().to_owned();
+    let request = listen
+        .event(|e| e["type"] == "authorization_request" && e["transaction_id"] == tx.as_str())
+        .await;
+    assert_eq!(request["amount"], "2.00", "{request}");
+    stop(&t, listen).await;
+    let endpoint = t.ok("wh/decision/get", json!({})).await;
+    assert_eq!(endpoint["configured"], false, "removed on exit: {endpoint}");
+
+    let listen = Listen::start(&t, &["--decide", "approve"]).await;
+    let v = t
+        .ok(
+            "simulate/cards/auth",
+            json!({"card_id": card, "transactionAmount": "2"}),
+        )
+        .await;
+    assert_eq!(v["transaction"]["card_tx_data"]["status"], "pending", "{v}");
+    stop(&t, listen).await;
+});

@@ -113,6 +113,22 @@ endpoint_table! {
         "Closes a card for good, withdrawing its money";
     "cards/3ds/confirm": Cards3dsConfirm => ThreeDsConfirmResponse, key = false, sandbox = false,
         "Confirms or declines an out-of-band 3DS challenge";
+    "cards/limits/set": CardsLimitsSet => CardLimits, key = false, sandbox = false,
+        "Replaces a card's spending limits";
+    "cards/limits/get": CardsLimitsGet => CardLimits, key = false, sandbox = false,
+        "A card's spending limits with what each window has counted";
+    "rules/create": RulesCreate => Rule, key = false, sandbox = false,
+        "Creates an authorization rule";
+    "rules/update": RulesUpdate => Rule, key = false, sandbox = false,
+        "Changes a rule (a new version)";
+    "rules/get": RuleRef => Rule, key = false, sandbox = false,
+        "Reads a rule";
+    "rules/list": RulesList => Page<Rule>, key = false, sandbox = false,
+        "The project's rules, newest first";
+    "rules/delete": RuleRef => RuleDeleted, key = false, sandbox = false,
+        "Deletes a rule";
+    "rules/results": RulesResults => Page<RuleResult>, key = false, sandbox = false,
+        "Every match of an active or shadow rule, newest first";
     "orders/check": OrdersCheck => Order, key = false, sandbox = false,
         "Reads an order";
     "wh/subscribe": WhSubscribe => Subscription, key = false, sandbox = false,
@@ -125,6 +141,12 @@ endpoint_table! {
         "The webhook delivery log";
     "wh/redeliver": WhRedeliver => RedeliverResponse, key = false, sandbox = false,
         "Queues deliveries again";
+    "wh/decision/set": WhDecisionSet => DecisionEndpoint, key = false, sandbox = false,
+        "Sets the project's real-time decision webhook";
+    "wh/decision/get": Empty => DecisionEndpoint, key = false, sandbox = false,
+        "The project's decision webhook, or configured false";
+    "wh/decision/delete": Empty => DecisionEndpoint, key = false, sandbox = false,
+        "Removes the project's decision webhook";
     "simulate/cards/auth": SimulateAuth => SimulatedTransaction, key = false, sandbox = true,
         "Sandbox: an authorization from the card network";
     "simulate/cards/clear": SimulateClear => SimulatedTransaction, key = false, sandbox = true,
@@ -335,6 +357,90 @@ impl Client {
         request: &Cards3dsConfirm,
     ) -> Result<ThreeDsConfirmResponse, ClientError> {
         self.typed("cards/3ds/confirm", request, None, Retry::Never)
+            .await
+    }
+
+    /// `cards/limits/set`: Replaces a card's spending limits (not retried; setting the
+    /// same list again is harmless).
+    pub async fn cards_limits_set(
+        &self,
+        request: &CardsLimitsSet,
+    ) -> Result<CardLimits, ClientError> {
+        self.typed("cards/limits/set", request, None, Retry::Never)
+            .await
+    }
+
+    /// `cards/limits/get`: A card's spending limits with what each window has counted.
+    pub async fn cards_limits_get(
+        &self,
+        request: &CardsLimitsGet,
+    ) -> Result<CardLimits, ClientError> {
+        self.typed("cards/limits/get", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `rules/create`: Creates an authorization rule (not retried).
+    pub async fn rules_create(&self, request: &RulesCreate) -> Result<Rule, ClientError> {
+        self.typed("rules/create", request, None, Retry::Never)
+            .await
+    }
+
+    /// `rules/update`: Changes a rule, raising its version (not retried).
+    pub async fn rules_update(&self, request: &RulesUpdate) -> Result<Rule, ClientError> {
+        self.typed("rules/update", request, None, Retry::Never)
+            .await
+    }
+
+    /// `rules/get`: Reads a rule.
+    pub async fn rules_get(&self, rule_id: &str) -> Result<Rule, ClientError> {
+        let request = RuleRef {
+            rule_id: rule_id.to_owned(),
+        };
+        self.typed("rules/get", &request, None, Retry::Safe).await
+    }
+
+    /// `rules/list`: The project's rules, newest first.
+    pub async fn rules_list(&self, request: &RulesList) -> Result<Page<Rule>, ClientError> {
+        self.typed("rules/list", request, None, Retry::Safe).await
+    }
+
+    /// `rules/delete`: Deletes a rule (not retried).
+    pub async fn rules_delete(&self, rule_id: &str) -> Result<RuleDeleted, ClientError> {
+        let request = RuleRef {
+            rule_id: rule_id.to_owned(),
+        };
+        self.typed("rules/delete", &request, None, Retry::Never)
+            .await
+    }
+
+    /// `rules/results`: Every match of an active or shadow rule, newest first.
+    pub async fn rules_results(
+        &self,
+        request: &RulesResults,
+    ) -> Result<Page<RuleResult>, ClientError> {
+        self.typed("rules/results", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `wh/decision/set`: Sets the project's real-time decision webhook (retried like a
+    /// read: setting it twice leaves it the same).
+    pub async fn wh_decision_set(
+        &self,
+        request: &WhDecisionSet,
+    ) -> Result<DecisionEndpoint, ClientError> {
+        self.typed("wh/decision/set", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `wh/decision/get`: The project's decision webhook (`configured` false if none).
+    pub async fn wh_decision_get(&self) -> Result<DecisionEndpoint, ClientError> {
+        self.typed("wh/decision/get", &Empty {}, None, Retry::Safe)
+            .await
+    }
+
+    /// `wh/decision/delete`: Removes the project's decision webhook (not retried).
+    pub async fn wh_decision_delete(&self) -> Result<DecisionEndpoint, ClientError> {
+        self.typed("wh/decision/delete", &Empty {}, None, Retry::Never)
             .await
     }
 

@@ -613,6 +613,18 @@ impl Client {
         }
     }
 
+    /// The HTTP body of a decision endpoint's answer to an `authorization_request` (opened
+    /// with [`Client::open_webhook`]): `{"encrypted": ...}` over `{"approved", "reason"?}`,
+    /// sealed with this project's key. Answer it with HTTP 200.
+    pub fn seal_decision(&self, approved: bool, reason: Option<&str>) -> String {
+        let mut answer = serde_json::json!({ "approved": approved });
+        if let Some(r) = reason {
+            answer["reason"] = Value::from(r);
+        }
+        let sealed = issuing_envelope::seal(&self.key, answer.to_string().as_bytes());
+        serde_json::json!({ "encrypted": sealed }).to_string()
+    }
+
     /// The HTTP body of a request: `{"encrypted": ...}` over the body with its timestamp.
     fn seal_request(&self, body: Value) -> Result<String, ClientError> {
         let mut fields = match body {

@@ -38,9 +38,35 @@ impl ThreeDsMethod {
     }
 }
 
+/// Who issues a subprovider's cards (CONTRACT §14).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// The built-in provider: simulated in sandbox mode, refused in production.
+    Sandbox,
+    /// A Lithic program.
+    Lithic(LithicSettings),
+}
+
+/// Where a Lithic program is and how its API key is found; the key itself comes from
+/// the environment variable named here, never from the config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LithicSettings {
+    /// `https://sandbox.lithic.com` or `https://api.lithic.com`, without a trailing `/`.
+    pub base_url: String,
+    pub api_key_env: String,
+    /// What one ASA decision may take (CONTRACT §14: default 2 s).
+    pub asa_budget_ms: u64,
+}
+
+/// CONTRACT §14's default ASA budget, and the range an operator may set: Lithic's own
+/// wait for an answer is several seconds, and below 100 ms no decision fits.
+pub const DEFAULT_ASA_BUDGET_MS: u64 = 2_000;
+const ASA_BUDGET_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=5_000;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subprovider {
     pub code: String,
+    pub kind: ProviderKind,
     /// Cardholders under it must name a `product_code`.
     pub requires_product_code: bool,
     /// cards/details may answer the PAN and CVV in plaintext.
@@ -152,6 +178,7 @@ impl Catalog {
     pub fn sandbox_default() -> Catalog {
         let sub = |code: &str, restricted: bool| Subprovider {
             code: code.to_owned(),
+            kind: ProviderKind::Sandbox,
             requires_product_code: restricted,
             plaintext_details: !restricted,
             withdraw_supported: !restricted,
@@ -226,8 +253,10 @@ impl Catalog {
                 ));
                 ThreeDsMethod::Oob
             });
+            let kind = parse_kind(s, &mut errors);
             subproviders.push(Subprovider {
                 code: s.code.clone(),
+                kind,
                 requires_product_code: s.requires_product_code,
                 plaintext_details: s.plaintext_details,
                 withdraw_supported: s.withdraw_supported,
@@ -239,11 +268,22 @@ impl Catalog {
         let mut products = Vec::with_capacity(cfg.products.len());
         for p in &cfg.products {
             check_code("product", &p.code, &mut seen, &mut errors);
-            if !subproviders.iter().any(|s| s.code == p.subprovider) {
-                errors.push(format!(
+            match subproviders.iter().find(|s| s.code == p.subprovider) {
+                None => errors.push(format!(
                     "product {:?} references unknown subprovider {:?}",
                     p.code, p.subprovider
-                ));
+                )),
+                // Lithic amounts are US cents, taken 1:1 as card currency units.
+                Some(s)
+                    if matches!(s.kind, ProviderKind::Lithic(_))
+                        && !p.card_currency.trim().eq_ignore_ascii_case("USD") =>
+                {
+                    errors.push(format!(
+                        "product {:?}: a lithic subprovider issues USD cards only",
+                        p.code
+                    ))
+                }
+                Some(_) => {}
             }
             let name = p.name.as_deref().unwrap_or(&p.code).trim();
             if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
@@ -336,6 +376,76 @@ pub struct SubproviderConfig {
     /// "OOB" or "OTP".
     #[serde(default = "default_three_ds_method")]
     pub three_ds_method: String,
+    /// `sandbox` (default) or `lithic`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Lithic only: the API's base URL.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Lithic only: the environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Lithic only: milliseconds one ASA decision may take (default 2000).
+    #[serde(default)]
+    pub asa_budget_ms: Option<u64>,
+}
+
+/// A subprovider's kind and its settings; problems are added to `errors`.
+fn parse_kind(s: &SubproviderConfig, errors: &mut Vec<String>) -> ProviderKind {
+    let code = &s.code;
+    match s.kind.as_deref().map(str::trim).unwrap_or("sandbox") {
+        "sandbox" => {
+            if s.base_url.is_some() || s.api_key_env.is_some() || s.asa_budget_ms.is_some() {
+                errors.push(format!(
+                    "subprovider {code:?}: base_url, api_key_env and asa_budget_ms apply to kind \"lithic\" only"
+                ));
+            }
+            ProviderKind::Sandbox
+        }
+        "lithic" => {
+            let base_url = s.base_url.as_deref().map(str::trim).unwrap_or("");
+            let url_ok = url::Url::parse(base_url).is_ok_and(|u| {
+                matches!(u.scheme(), "http" | "https")
+                    && u.host().is_some()
+                    && u.query().is_none()
+                    && u.username().is_empty()
+            });
+            if !url_ok {
+                errors.push(format!(
+                    "subprovider {code:?}: base_url must be an http(s) URL such as https://sandbox.lithic.com"
+                ));
+            }
+            let api_key_env = s.api_key_env.as_deref().map(str::trim).unwrap_or("");
+            let env_ok = !api_key_env.is_empty()
+                && api_key_env
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            if !env_ok {
+                errors.push(format!(
+                    "subprovider {code:?}: api_key_env must name an environment variable such as ISSUING_LITHIC_API_KEY"
+                ));
+            }
+            let asa_budget_ms = s.asa_budget_ms.unwrap_or(DEFAULT_ASA_BUDGET_MS);
+            if !ASA_BUDGET_RANGE_MS.contains(&asa_budget_ms) {
+                errors.push(format!(
+                    "subprovider {code:?}: asa_budget_ms must be between {} and {}",
+                    ASA_BUDGET_RANGE_MS.start(),
+                    ASA_BUDGET_RANGE_MS.end()
+                ));
+            }
+            ProviderKind::Lithic(LithicSettings {
+                base_url: base_url.trim_end_matches('/').to_owned(),
+                api_key_env: api_key_env.to_owned(),
+                asa_budget_ms,
+            })
+        }
+        other => {
+            errors.push(format!(
+                "subprovider {code:?}: unknown kind {other:?} (expected sandbox or lithic)"
+            ));
+            ProviderKind::Sandbox
+        }
+    }
 }
 
 /// Amounts are decimal strings (`"2.00"`) so that no float ever touches money.
@@ -545,6 +655,95 @@ mod tests {
         assert!(c.product("nope").is_none());
         assert!(c.subprovider("nope").is_none());
         assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn lithic_subproviders() {
+        let product = |sub: &str, currency: &str| {
+            format!(
+                r#"
+            [[products]]
+            code = "p_{sub}"
+            subprovider = "{sub}"
+            card_currency = "{currency}"
+            issue_fee = "1"
+            topup_fee_percent = "0"
+            topup_fee_fixed = "0"
+            topup_min = "1"
+            topup_max = "100"
+            "#
+            )
+        };
+        let c = load(&format!(
+            r#"
+            [[subproviders]]
+            code = "lithic_us"
+            kind = "lithic"
+            base_url = "https://sandbox.lithic.com/"
+            api_key_env = "ISSUING_LITHIC_API_KEY"
+            {}"#,
+            product("lithic_us", "USD")
+        ))
+        .unwrap();
+        let s = c.subprovider("lithic_us").unwrap();
+        assert_eq!(
+            s.kind,
+            ProviderKind::Lithic(LithicSettings {
+                base_url: "https://sandbox.lithic.com".into(),
+                api_key_env: "ISSUING_LITHIC_API_KEY".into(),
+                asa_budget_ms: DEFAULT_ASA_BUDGET_MS,
+            })
+        );
+        assert_eq!(
+            Catalog::sandbox_default().subproviders()[0].kind,
+            ProviderKind::Sandbox
+        );
+        for (sub, want) in [
+            (
+                r#"kind = "lithic"
+                api_key_env = "K""#,
+                "base_url must be",
+            ),
+            (
+                r#"kind = "lithic"
+                base_url = "ftp://x""#,
+                "base_url must be",
+            ),
+            (
+                r#"kind = "lithic"
+                base_url = "https://x"
+                api_key_env = "my key""#,
+                "api_key_env must",
+            ),
+            (
+                r#"kind = "lithic"
+                base_url = "https://x"
+                api_key_env = "K"
+                asa_budget_ms = 50"#,
+                "asa_budget_ms must be",
+            ),
+            (r#"base_url = "https://x""#, "apply to kind"),
+            (r#"kind = "visa""#, "unknown kind"),
+        ] {
+            let e = load(&format!(
+                "[[subproviders]]\ncode = \"l\"\n{sub}\n{}",
+                product("l", "USD")
+            ))
+            .unwrap_err();
+            assert!(e.contains(want), "{sub}: {e}");
+        }
+        let e = load(&format!(
+            r#"
+            [[subproviders]]
+            code = "l"
+            kind = "lithic"
+            base_url = "https://x"
+            api_key_env = "K"
+            {}"#,
+            product("l", "EUR")
+        ))
+        .unwrap_err();
+        assert!(e.contains("USD cards only"), "{e}");
     }
 
     #[test]

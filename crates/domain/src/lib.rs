@@ -1,15 +1,19 @@
 //! The domain of the issuing service, free of HTTP and SQL: identifiers, time, project
 //! credentials, deposit addresses (HD-derived) and which chain transfers are deposits,
-//! users, KYC data and cardholder states, the card catalog, the ledger's posting rules
+//! users, KYC data and cardholder states, country codes, the card catalog, the Lithic
+//! provider's rules, the ledger's posting rules
 //! and webhook subscriptions.
 
 pub mod card_tx;
 pub mod catalog;
 pub mod chain_deposit;
+pub mod controls;
+pub mod country;
 pub mod credentials;
 pub mod ids;
 pub mod kyc;
 pub mod ledger;
+pub mod lithic;
 pub mod time;
 pub mod trc20;
 pub mod tron_hd;

@@ -171,6 +171,111 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     !blocked
 }
 
+/// Networks a production server may reach although they are not public
+/// (`ISSUING_WEBHOOK_ALLOWED_NETWORKS`, CONTRACT §6): receivers on the operator's own
+/// network. Empty by default. An IPv4 address embedded in IPv6 (mapped) is judged as the
+/// IPv4 address, as `is_public` does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedNetworks(Vec<Cidr>);
+
+/// One network: an address and a prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+/// More networks than any operator lists; each connection checks them all.
+const MAX_ALLOWED_NETWORKS: usize = 64;
+
+impl Cidr {
+    /// `10.0.0.0/8`, `fd00::/8`, or a single address (`127.0.0.1` = `/32`).
+    pub fn parse(text: &str) -> Result<Cidr, String> {
+        let text = text.trim();
+        let (addr, prefix) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text, None),
+        };
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{text:?} is not an address or network (e.g. 10.0.0.0/8)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))?,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl AllowedNetworks {
+    /// A comma-separated list; empty text allows nothing.
+    pub fn parse(text: &str) -> Result<AllowedNetworks, String> {
+        let nets = text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(Cidr::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        if nets.len() > MAX_ALLOWED_NETWORKS {
+            return Err(format!("at most {MAX_ALLOWED_NETWORKS} networks"));
+        }
+        Ok(AllowedNetworks(nets))
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|n| n.contains(ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a production server may connect to `ip`: public, or in an allowed network.
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        is_public(ip) || self.contains(ip)
+    }
+}
+
+impl std::fmt::Display for AllowedNetworks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let all: Vec<String> = self.0.iter().map(Cidr::to_string).collect();
+        f.write_str(&all.join(","))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +314,45 @@ mod tests {
             "::ffff:8.8.8.8",
         ] {
             assert!(is_public(ip(s)), "{s} must be allowed");
+        }
+    }
+
+    #[test]
+    fn allowed_networks() {
+        let none = AllowedNetworks::default();
+        assert!(!none.permits(ip("127.0.0.1")));
+        assert!(none.permits(ip("8.8.8.8")));
+        let nets =
+            AllowedNetworks::parse(" 127.0.0.0/8, 10.1.0.0/16,fd00::/8, 192.168.5.7 ").unwrap();
+        for allowed in [
+            "127.0.0.1",
+            "127.255.0.9",
+            "10.1.200.3",
+            "fd12::1",
+            "192.168.5.7",
+            "::ffff:127.0.0.1",
+            "8.8.8.8",
+        ] {
+            assert!(nets.permits(ip(allowed)), "{allowed}");
+        }
+        for refused in [
+            "10.2.0.1",
+            "192.168.5.8",
+            "::1",
+            "fe80::1",
+            "169.254.169.254",
+        ] {
+            assert!(!nets.permits(ip(refused)), "{refused}");
+        }
+        assert_eq!(
+            nets.to_string(),
+            "127.0.0.0/8,10.1.0.0/16,fd00::/8,192.168.5.7/32"
+        );
+        let all = AllowedNetworks::parse("0.0.0.0/0").unwrap();
+        assert!(all.contains(ip("10.0.0.1")) && !all.contains(ip("fd00::1")));
+        assert!(AllowedNetworks::parse("").unwrap().is_empty());
+        for bad in ["10.0.0.0/33", "nope", "10.0.0.0/x", "::/129"] {
+            assert!(AllowedNetworks::parse(bad).is_err(), "{bad}");
         }
     }
 

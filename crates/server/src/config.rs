@@ -1,7 +1,9 @@
 use crate::provider::sandbox::SandboxConfig;
 use issuing_domain::catalog::Catalog;
 use issuing_domain::chain_deposit;
+use issuing_domain::webhooks::AllowedNetworks;
 use issuing_wire::Amount;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +61,71 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// TRC20 deposit addresses and the chain watcher.
     pub tron: TronConfig,
+    /// How long final webhook deliveries and their events are kept (CONTRACT §13);
+    /// zero keeps everything.
+    pub retention: Duration,
+    /// A subscription whose every attempt has failed for this long is deactivated as
+    /// `failing` (CONTRACT §13); zero never deactivates one.
+    pub webhook_disable_after: Duration,
+    /// On SIGTERM or SIGINT: how long accepted requests may take to finish, and then
+    /// how long the workers may take to finish theirs, before what is left is cut off
+    /// and its claims handed back.
+    pub drain_timeout: Duration,
+    /// How often the cleanup worker runs (not a setting: tests shorten it).
+    pub cleanup_interval: Duration,
+    /// API keys of the `lithic` subproviders, by subprovider code (read by the CLI from
+    /// the environment variable each names).
+    pub provider_keys: ProviderKeys,
+    /// Private networks production may send webhooks to
+    /// (`ISSUING_WEBHOOK_ALLOWED_NETWORKS`, CONTRACT §6).
+    pub webhook_allowed_networks: AllowedNetworks,
+    /// Where the operator console listens (CONTRACT §12); None: no console.
+    pub console: Option<ConsoleListen>,
 }
+
+/// The operator console's listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsoleListen {
+    pub addr: SocketAddr,
+    /// The sandbox's default address rather than one the operator set: when it is taken
+    /// (another sandbox runs), the server starts without a console and says so.
+    pub optional: bool,
+}
+
+/// The sandbox's console address when none is set.
+pub const DEFAULT_CONSOLE_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8090);
+
+/// Provider API keys by subprovider code. Debug never prints them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ProviderKeys(BTreeMap<String, String>);
+
+impl ProviderKeys {
+    pub fn insert(&mut self, subprovider_code: &str, api_key: &str) {
+        self.0
+            .insert(subprovider_code.to_owned(), api_key.to_owned());
+    }
+
+    pub fn get(&self, subprovider_code: &str) -> Option<&str> {
+        self.0.get(subprovider_code).map(String::as_str)
+    }
+}
+
+impl std::fmt::Debug for ProviderKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, "***")))
+            .finish()
+    }
+}
+
+/// CONTRACT §13: 30 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// CONTRACT §13: 5 days.
+pub const DEFAULT_WEBHOOK_DISABLE_AFTER: Duration = Duration::from_secs(5 * 24 * 3600);
+/// Requests take milliseconds and a webhook attempt at most 10 s; 20 s leaves room to
+/// save the replay memory within the `TimeoutStopSec=30` of docs/operations.md.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Where deposit addresses come from and how the chain watcher finds deposits.
 #[derive(Clone)]
@@ -128,6 +194,13 @@ impl Default for ServerConfig {
             rate_limit: DEFAULT_RATE_LIMIT,
             request_timeout: crate::pipeline::timeout::DEFAULT_REQUEST_TIMEOUT,
             tron: TronConfig::default(),
+            console: None,
+            retention: DEFAULT_RETENTION,
+            webhook_disable_after: DEFAULT_WEBHOOK_DISABLE_AFTER,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            cleanup_interval: Duration::from_secs(10),
+            provider_keys: ProviderKeys::default(),
+            webhook_allowed_networks: AllowedNetworks::default(),
         }
     }
 }

@@ -7,8 +7,10 @@
 
 pub mod config;
 mod connections;
+pub mod console;
 pub mod deposits;
 mod flows;
+pub mod ledger_check;
 pub mod master_key;
 mod metrics;
 mod network;
@@ -24,4 +26,4 @@ mod workers;
 
 pub use config::{Mode, ServerConfig};
 pub use master_key::MasterKey;
-pub use server::{start, RunningServer};
+pub use server::{start, RunningServer, StopSignal};

@@ -68,6 +68,18 @@ impl MasterKey {
         String::from_utf8(bytes).ok().map(ApiSecret::from_plaintext)
     }
 
+    /// Whether this key opens the check value of the database behind `conn` (false when
+    /// it has none: not bound to any key yet, or not a database of this service).
+    pub async fn opens_check_of(
+        &self,
+        conn: &mut issuing_store::Conn,
+    ) -> Result<bool, MasterKeyError> {
+        let stored = settings::get(conn, CHECK_SETTING).await?;
+        Ok(stored
+            .and_then(|s| self.open(&s))
+            .is_some_and(|p| p == CHECK_PLAINTEXT))
+    }
+
     /// Binds the key to the database on first use and refuses a different key later,
     /// so a misconfigured server fails at start instead of answering every request 403.
     pub async fn bind_to(&self, store: &Store) -> Result<(), MasterKeyError> {

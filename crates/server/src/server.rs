@@ -1,12 +1,13 @@
 use crate::provider::sandbox::SandboxProvider;
 use crate::provider::unconfigured::UnconfiguredProvider;
-use crate::provider::Provider;
+use crate::provider::{Provider, Providers};
 use crate::state::AppState;
 use crate::{routes, workers, MasterKey, Mode, ServerConfig};
 use issuing_store::group_commit::GroupCommit;
 use issuing_store::Store;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
@@ -14,15 +15,30 @@ use tokio::sync::{watch, Notify};
 const MAX_ORDER_WORKERS: usize = 8;
 use tokio::task::JoinSet;
 
-/// A server listening and its workers running. Dropping it does not stop it; call
-/// `shutdown` (tests) or `wait` (the binary).
+/// A server listening and its workers running. Dropping it aborts everything at once,
+/// like a crash; `shutdown` (tests) and `wait` (the binary) stop it gracefully.
 pub struct RunningServer {
     pub addr: SocketAddr,
     /// Where `GET /metrics` is served, when `metrics_listen` is set.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the operator console is served, when it runs.
+    pub console_addr: Option<SocketAddr>,
+    /// Stops accepting connections; open ones finish the requests they carry.
+    stop_http: watch::Sender<bool>,
+    /// The API listener and its connections.
+    http: JoinSet<()>,
+    /// Workers take no new work and finish what they hold.
     shutdown: watch::Sender<bool>,
+    /// Workers cut short what they hold and hand their claims back.
+    hand_back: watch::Sender<bool>,
     tasks: JoinSet<()>,
+    replay: crate::replay::ReplayGuard,
+    drain_timeout: Duration,
 }
+
+/// After `hand_back`, how long workers get to release their claims before they are
+/// aborted (their leases then run out by themselves).
+const HAND_BACK_WAIT: Duration = Duration::from_secs(5);
 
 /// Binds the listener (port 0 picks a free port) and starts the HTTP server and workers.
 /// The store must already be migrated and the master key bound to it.
@@ -41,44 +57,86 @@ pub async fn start(
         .as_ref()
         .map(tokio::net::TcpListener::local_addr)
         .transpose()?;
+    let console_listener = bind_console(config.console).await?;
+    let console_addr = console_listener
+        .as_ref()
+        .map(tokio::net::TcpListener::local_addr)
+        .transpose()?;
     let (shutdown, rx) = watch::channel(false);
+    let (hand_back, hand_back_rx) = watch::channel(false);
+    let (stop_http, http_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    let provider: Arc<dyn Provider> = match config.mode {
+    let builtin: Arc<dyn Provider> = match config.mode {
         Mode::Sandbox => Arc::new(SandboxProvider::new(store.clone(), config.sandbox.clone())),
-        Mode::Production => {
-            tracing::warn!(
-                "production mode has no card provider adapter: card operations will fail"
-            );
-            Arc::new(UnconfiguredProvider)
-        }
+        Mode::Production => Arc::new(UnconfiguredProvider),
     };
+    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
+    let providers = Providers::new(
+        builtin,
+        &config.catalog,
+        &config.provider_keys,
+        &crate::provider::lithic::Deps {
+            store: store.clone(),
+            master: master.clone(),
+            metrics: metrics.clone(),
+        },
+    )?;
+    if config.mode == Mode::Production
+        && config
+            .catalog
+            .subproviders()
+            .iter()
+            .any(|s| providers.lithic(&s.code).is_none())
+    {
+        tracing::warn!(
+            "production mode: subproviders of kind sandbox have no card provider; their card operations will fail"
+        );
+    }
     let workers = config.order_workers.clamp(1, MAX_ORDER_WORKERS);
     let deposit_key =
         crate::deposits::keys::prepare(&store, &master, config.mode, config.tron.xpub.as_deref())
             .await?;
+    crate::deposits::keys::announce(deposit_key.as_ref());
     if let Some(key) = &deposit_key {
         crate::deposits::keys::backfill(&store, &key.xpub).await?;
     }
+    let decision_http = crate::webhooks::http::client(
+        config.mode,
+        std::time::Duration::from_millis(u64::from(
+            issuing_domain::controls::decision::MAX_TIMEOUT_MS,
+        )),
+        &config.webhook_allowed_networks,
+    )?;
     let state = AppState::new(crate::state::Shared {
         store: store.clone(),
         master,
         config: Arc::new(config),
-        provider,
+        providers,
         orders_wakeup: Arc::new(Notify::new()),
         deliveries_wakeup: Arc::new(Notify::new()),
         rate_limiter: Arc::default(),
-        metrics: Arc::default(),
+        metrics,
         deposit_key: deposit_key.map(Arc::new),
         keys: Arc::default(),
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
         master_moves: GroupCommit::start(store.clone(), "master_moves"),
         authorizations: GroupCommit::start(store.clone(), "authorizations"),
         webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes"),
+        controls: Default::default(),
+        decision_http,
     });
     for _ in 0..workers {
-        tasks.spawn(workers::orders::run(state.clone(), rx.clone()));
+        tasks.spawn(workers::orders::run(
+            state.clone(),
+            rx.clone(),
+            hand_back_rx.clone(),
+        ));
     }
-    tasks.spawn(workers::deliveries::run(state.clone(), rx.clone()));
+    tasks.spawn(workers::deliveries::run(
+        state.clone(),
+        rx.clone(),
+        hand_back_rx,
+    ));
     tasks.spawn(workers::holds::run(state.clone(), rx.clone()));
     if state.config.tron.api_url.is_some() {
         tasks.spawn(workers::chain::run(state.clone(), rx.clone()));
@@ -89,9 +147,9 @@ pub async fn start(
         tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
     }
     let app = routes::router(state.clone());
-    let http_rx = rx.clone();
     let max_connections = state.config.max_connections;
-    tasks.spawn(crate::connections::serve(
+    let mut http = JoinSet::new();
+    http.spawn(crate::connections::serve(
         listener,
         app,
         max_connections,
@@ -100,47 +158,139 @@ pub async fn start(
     if let Some(listener) = metrics_listener {
         tasks.spawn(crate::metrics::serve(listener, state.clone(), rx.clone()));
     }
-    tasks.spawn(workers::cleanup::run(store, state.replay.clone(), rx));
+    if let Some(listener) = console_listener {
+        tasks.spawn(crate::console::serve(listener, state.clone(), rx.clone()));
+    }
+    tasks.spawn(workers::cleanup::run(state.clone(), rx));
     tracing::info!(%addr, "listening");
     if let Some(metrics_addr) = metrics_addr {
         tracing::info!(%metrics_addr, "metrics listening (GET /metrics)");
     }
+    if let Some(console_addr) = console_addr {
+        tracing::info!(%console_addr, "console listening (/console/)");
+    }
     Ok(RunningServer {
         addr,
         metrics_addr,
+        console_addr,
+        stop_http,
+        http,
         shutdown,
+        hand_back,
         tasks,
+        replay: state.replay.clone(),
+        drain_timeout: state.config.drain_timeout,
     })
 }
 
-impl RunningServer {
-    pub async fn shutdown(mut self) {
-        let _ = self.shutdown.send(true);
-        while self.tasks.join_next().await.is_some() {}
+/// The console's listener; an optional (default) address that is taken means no
+/// console, with a warning, rather than no server.
+async fn bind_console(
+    console: Option<crate::config::ConsoleListen>,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(c) = console else {
+        return Ok(None);
+    };
+    match tokio::net::TcpListener::bind(c.addr).await {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if c.optional && e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(addr = %c.addr, "the console's default address is taken: no console (set --console-listen)");
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::anyhow!("console listener {}: {e}", c.addr)),
     }
+}
 
-    /// Runs until ctrl-c / SIGTERM, then shuts down gracefully.
-    pub async fn wait(self) {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot listen for SIGTERM");
-                        let _ = ctrl_c.await;
-                        return self.shutdown().await;
-                    }
-                };
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
+impl RunningServer {
+    /// Stops gracefully (CONTRACT §13), within `drain_timeout` plus a few seconds:
+    /// 1. stops accepting connections and lets the requests already received finish;
+    ///    past the deadline the rest are cut off (their transactions roll back);
+    /// 2. stops the workers: they take no new work and finish what they hold until the
+    ///    same deadline, then cut it short and hand their claims (orders, webhook
+    ///    attempts) back for the next server;
+    /// 3. on SQLite, leaves the replay guard's memory for the next server, so that it
+    ///    refuses exactly the copies this one would have refused.
+    pub async fn shutdown(mut self) {
+        let deadline = tokio::time::Instant::now() + self.drain_timeout;
+        let _ = self.stop_http.send(true);
+        let drained = tokio::time::timeout_at(deadline, async {
+            while self.http.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                drain_timeout = ?self.drain_timeout,
+                "stopping: requests still running at the drain timeout were cut off"
+            );
+            self.http.abort_all();
+            while self.http.join_next().await.is_some() {}
+        }
+        // No request runs any more: nothing else is admitted or written by one.
+        let _ = self.shutdown.send(true);
+        let finished = tokio::time::timeout_at(deadline, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            let _ = self.hand_back.send(true);
+            let handed = tokio::time::timeout(HAND_BACK_WAIT, async {
+                while self.tasks.join_next().await.is_some() {}
+            })
+            .await;
+            if handed.is_err() {
+                self.tasks.abort_all();
+                while self.tasks.join_next().await.is_some() {}
             }
         }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
+        match self.replay.hand_over().await {
+            Ok(n) => tracing::info!(handed_over = n, "stopped"),
+            Err(e) => tracing::error!(
+                error = %e,
+                "stopping: could not hand the replay memory over; the next server fences requests signed before it starts"
+            ),
+        }
+    }
+
+    /// Runs until `stop` fires (SIGTERM or SIGINT), then shuts down gracefully.
+    pub async fn wait(self, mut stop: StopSignal) {
+        stop.recv().await;
         tracing::info!("shutting down");
         self.shutdown().await;
+    }
+}
+
+/// SIGTERM and SIGINT, caught from the moment `install` returns. Install it before the
+/// server announces that it listens: a supervisor (or a test) may stop the server as soon
+/// as it reads that line, and a signal that came before the handler would kill the
+/// process without its graceful stop.
+pub struct StopSignal {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    pub fn install() -> std::io::Result<StopSignal> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(StopSignal {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignal {})
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -1,4 +1,4 @@
-use crate::provider::Provider;
+use crate::provider::Providers;
 use crate::{MasterKey, ServerConfig};
 use issuing_domain::catalog::Catalog;
 use issuing_store::group_commit::GroupCommit;
@@ -28,7 +28,8 @@ pub(crate) struct Shared {
     pub store: Store,
     pub master: MasterKey,
     pub config: Arc<ServerConfig>,
-    pub provider: Arc<dyn Provider>,
+    /// The card provider of each subprovider.
+    pub providers: Providers,
     /// Wakes this process's order workers when an order is created.
     pub orders_wakeup: Arc<Notify>,
     /// Token buckets of the per-key rate limit.
@@ -50,6 +51,11 @@ pub(crate) struct Shared {
     pub authorizations: GroupCommit,
     /// Group commit for webhook attempt outcomes: each updates its own delivery.
     pub webhook_outcomes: GroupCommit,
+    /// Each project's compiled rules and decision endpoint, by controls revision.
+    pub controls: crate::network::controls::ControlsCache,
+    /// The HTTP client of decision webhooks (no redirects; the SSRF guard in production);
+    /// each call sets its own time.
+    pub decision_http: reqwest::Client,
 }
 
 impl Shared {

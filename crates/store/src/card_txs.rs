@@ -35,9 +35,40 @@ pub struct CardTxRecord {
     pub hold_expires_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The merchant's MCC, for limits scoped to MCCs.
+    pub mcc: Option<String>,
+    /// What the transaction counts toward limits now (micro-units), in the window of
+    /// `created_at`.
+    pub counted_amount: i64,
+    /// Whether it counts as one authorization.
+    pub counts: bool,
+    /// A declined authorization's `decline` object.
+    pub decline: Option<serde_json::Value>,
+    /// The decision webhook's `reason`, when it gave one.
+    pub decision_reason: Option<String>,
+    /// `awaiting` while the decision webhook is asked, `decided` after, None when no
+    /// webhook was involved.
+    pub decision_state: Option<String>,
+    /// When an awaited decision is due; past it (and a margin) the worker applies
+    /// `decision_on_timeout`.
+    pub decision_deadline: Option<i64>,
+    pub decision_on_timeout: Option<String>,
 }
 
-fn from_row(r: &AnyRow) -> Result<CardTxRecord, StoreError> {
+/// `decision_state` while the decision webhook is being asked.
+pub const AWAITING: &str = "awaiting";
+/// `decision_state` once the decision is made.
+pub const DECIDED: &str = "decided";
+
+impl CardTxRecord {
+    /// Whether its decision webhook has not answered yet: it holds funds and counts,
+    /// but nothing may clear, reverse or expire it until it is decided.
+    pub fn awaiting_decision(&self) -> bool {
+        self.decision_state.as_deref() == Some(AWAITING)
+    }
+}
+
+pub(crate) fn from_row(r: &AnyRow) -> Result<CardTxRecord, StoreError> {
     let merchant: String = r.try_get("merchant")?;
     Ok(CardTxRecord {
         id: r.try_get("id")?,
@@ -60,6 +91,18 @@ fn from_row(r: &AnyRow) -> Result<CardTxRecord, StoreError> {
         hold_expires_at: r.try_get("hold_expires_at")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
+        mcc: r.try_get("mcc")?,
+        counted_amount: r.try_get("counted_amount")?,
+        counts: r.try_get::<i64, _>("counts")? != 0,
+        decline: r
+            .try_get::<Option<String>, _>("decline")?
+            .map(|d| serde_json::from_str(&d))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("card transaction decline: {e}")))?,
+        decision_reason: r.try_get("decision_reason")?,
+        decision_state: r.try_get("decision_state")?,
+        decision_deadline: r.try_get("decision_deadline")?,
+        decision_on_timeout: r.try_get("decision_on_timeout")?,
     })
 }
 
@@ -67,8 +110,10 @@ pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError>
     sqlx::query(
         "INSERT INTO card_transactions (id, project_id, card_id, tx_kind, status, tx_type, auth_amount, \
          held, card_amount, cleared, refunded, original_transaction_id, merchant, merchant_currency, \
-         merchant_amount, failure_reason, hold_expires_at, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
+         merchant_amount, failure_reason, hold_expires_at, created_at, updated_at, mcc, counted_amount, \
+         counts, decline, decision_reason, decision_state, decision_deadline, decision_on_timeout) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+         $20, $21, $22, $23, $24, $25, $26, $27)",
     )
     .bind(&t.id)
     .bind(&t.project_id)
@@ -89,6 +134,14 @@ pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError>
     .bind(t.hold_expires_at)
     .bind(t.created_at)
     .bind(t.updated_at)
+    .bind(&t.mcc)
+    .bind(t.counted_amount)
+    .bind(i64::from(t.counts))
+    .bind(t.decline.as_ref().map(ToString::to_string))
+    .bind(&t.decision_reason)
+    .bind(&t.decision_state)
+    .bind(t.decision_deadline)
+    .bind(&t.decision_on_timeout)
     .execute(&mut *conn)
     .await
     .map_err(StoreError::from_write)?;
@@ -109,7 +162,8 @@ pub async fn get(
 }
 
 /// Writes `next` over `prev` only if the row still is `prev` (same kind, status, held,
-/// cleared and refunded amounts). False means another message changed it first.
+/// cleared and refunded amounts, same decision state). False means another message
+/// changed it first.
 pub async fn update(
     conn: &mut Conn,
     prev: &CardTxRecord,
@@ -118,9 +172,10 @@ pub async fn update(
     let done = sqlx::query(
         "UPDATE card_transactions SET tx_kind = $1, status = $2, tx_type = $3, held = $4, \
          card_amount = $5, cleared = $6, refunded = $7, failure_reason = $8, hold_expires_at = $9, \
-         updated_at = $10 \
+         updated_at = $10, counted_amount = $18, counts = $19, decline = $20, decision_reason = $21, \
+         decision_state = $22 \
          WHERE id = $11 AND project_id = $12 AND tx_kind = $13 AND status = $14 AND held = $15 \
-         AND cleared = $16 AND refunded = $17",
+         AND cleared = $16 AND refunded = $17 AND COALESCE(decision_state, '') = $23",
     )
     .bind(&next.tx_kind)
     .bind(&next.status)
@@ -139,9 +194,123 @@ pub async fn update(
     .bind(prev.held)
     .bind(prev.cleared)
     .bind(prev.refunded)
+    .bind(next.counted_amount)
+    .bind(i64::from(next.counts))
+    .bind(next.decline.as_ref().map(ToString::to_string))
+    .bind(&next.decision_reason)
+    .bind(&next.decision_state)
+    .bind(prev.decision_state.as_deref().unwrap_or(""))
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Authorizations whose decision was due before `before` and is still awaited (across
+/// projects: the recovery worker), oldest first.
+pub async fn overdue_decisions(
+    conn: &mut Conn,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<CardTxRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT * FROM card_transactions WHERE decision_state = 'awaiting' AND decision_deadline <= $1 \
+         ORDER BY decision_deadline, id LIMIT $2",
+    )
+    .bind(before)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// One limit's window for [`usage`]: transactions created at or after `start` (None:
+/// ever), with one of `mccs` (empty: any).
+#[derive(Debug, Clone, Copy)]
+pub struct UsageWindow<'a> {
+    pub start: Option<i64>,
+    pub mccs: &'a [String],
+}
+
+/// What each window has counted on a card: (counted amount, authorizations), in one
+/// aggregate query bounded by the earliest start, over the rows that count at all.
+pub async fn usage(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    windows: &[UsageWindow<'_>],
+) -> Result<Vec<(i64, i64)>, StoreError> {
+    if windows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Every value is bound; the SQL text only depends on the windows' shape.
+    let mut next = 3;
+    let mut param = || {
+        next += 1;
+        format!("${next}")
+    };
+    let mut columns = Vec::with_capacity(windows.len() * 2);
+    let mut binds: Vec<BindValue<'_>> = Vec::new();
+    for (i, w) in windows.iter().enumerate() {
+        let mut conds = Vec::new();
+        if let Some(start) = w.start {
+            conds.push(format!("created_at >= {}", param()));
+            binds.push(BindValue::Int(start));
+        }
+        if !w.mccs.is_empty() {
+            let list: Vec<String> = w
+                .mccs
+                .iter()
+                .map(|m| {
+                    binds.push(BindValue::Text(m));
+                    param()
+                })
+                .collect();
+            conds.push(format!("mcc IN ({})", list.join(", ")));
+        }
+        let when = if conds.is_empty() {
+            "1 = 1".to_owned()
+        } else {
+            conds.join(" AND ")
+        };
+        columns.push(format!(
+            "CAST(COALESCE(SUM(CASE WHEN {when} THEN counted_amount ELSE 0 END), 0) AS BIGINT) AS a{i}, \
+             CAST(COALESCE(SUM(CASE WHEN {when} THEN 1 ELSE 0 END), 0) AS BIGINT) AS c{i}"
+        ));
+    }
+    let earliest = windows
+        .iter()
+        .map(|w| w.start)
+        .try_fold(i64::MAX, |acc, s| s.map(|s| acc.min(s)))
+        .unwrap_or(i64::MIN);
+    let sql = format!(
+        "SELECT {} FROM card_transactions \
+         WHERE project_id = $1 AND card_id = $2 AND created_at >= $3 AND counts = 1",
+        columns.join(", ")
+    );
+    let mut q = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(card_id)
+        .bind(earliest);
+    for b in binds {
+        q = match b {
+            BindValue::Int(v) => q.bind(v),
+            BindValue::Text(v) => q.bind(v),
+        };
+    }
+    let row = q.fetch_one(&mut *conn).await?;
+    (0..windows.len())
+        .map(|i| {
+            Ok((
+                row.try_get(format!("a{i}").as_str())?,
+                row.try_get(format!("c{i}").as_str())?,
+            ))
+        })
+        .collect()
+}
+
+enum BindValue<'a> {
+    Int(i64),
+    Text(&'a str),
 }
 
 /// A card's open authorizations (funds held), oldest first, bounded.

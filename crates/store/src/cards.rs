@@ -28,6 +28,10 @@ pub struct CardRecord {
     pub activated_at: Option<i64>,
     pub frozen_at: Option<i64>,
     pub closed_at: Option<i64>,
+    /// The card's spending limits (JSON, `issuing_domain::controls::limits`); None: none.
+    pub limits: Option<String>,
+    /// The IANA zone of the limits' calendar windows; None: UTC.
+    pub limits_timezone: Option<String>,
 }
 
 impl std::fmt::Debug for CardRecord {
@@ -63,7 +67,7 @@ pub struct CardFilter {
     pub product_codes: Vec<String>,
 }
 
-fn from_row(r: &AnyRow) -> Result<CardRecord, sqlx::Error> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<CardRecord, sqlx::Error> {
     Ok(CardRecord {
         id: r.try_get("id")?,
         project_id: r.try_get("project_id")?,
@@ -85,6 +89,8 @@ fn from_row(r: &AnyRow) -> Result<CardRecord, sqlx::Error> {
         activated_at: r.try_get("activated_at")?,
         frozen_at: r.try_get("frozen_at")?,
         closed_at: r.try_get("closed_at")?,
+        limits: r.try_get("limits")?,
+        limits_timezone: r.try_get("limits_timezone")?,
     })
 }
 
@@ -124,22 +130,34 @@ pub async fn get(
     Ok(row.as_ref().map(from_row).transpose()?)
 }
 
-/// A card with its available funds, its accounts locked until the caller's
-/// transaction ends on PostgreSQL (funds, then hold: as `ledger::lock_card_accounts`).
-/// One query instead of `get` and the lock: on SQLite every statement is a hand-over
-/// to the connection's thread. `None` when the card or its accounts do not exist.
+/// A card as a network message finds it under its lock.
+#[derive(Debug, Clone)]
+pub struct LockedCard {
+    pub card: CardRecord,
+    pub available: Amount,
+    /// The project's `controls_revision` (rules and decision endpoint), read with it.
+    pub controls_revision: i64,
+}
+
+/// A card with its available funds and its project's controls revision, its accounts
+/// locked until the caller's transaction ends on PostgreSQL (funds, then hold: as
+/// `ledger::lock_card_accounts`). One query instead of `get`, the lock and the
+/// revision: on SQLite every statement is a hand-over to the connection's thread.
+/// `None` when the card or its accounts do not exist.
 pub async fn get_locking_funds(
     conn: &mut Conn,
     project_id: &str,
     id: &str,
-) -> Result<Option<(CardRecord, Amount)>, StoreError> {
+) -> Result<Option<LockedCard>, StoreError> {
     let lock = if conn.backend_name() == "PostgreSQL" {
         " FOR UPDATE OF accounts"
     } else {
         ""
     };
     let sql = format!(
-        "SELECT {}, cards.* FROM accounts JOIN cards ON cards.id = accounts.card_id \
+        "SELECT {}, projects.controls_revision AS controls_revision, cards.* \
+         FROM accounts JOIN cards ON cards.id = accounts.card_id \
+         JOIN projects ON projects.id = cards.project_id \
          WHERE accounts.project_id = $1 AND accounts.card_id = $2 AND cards.project_id = $1 \
          ORDER BY accounts.kind{lock}",
         crate::ledger::FUNDS_COLUMNS
@@ -153,15 +171,53 @@ pub async fn get_locking_funds(
         return Ok(None);
     };
     let card = from_row(first)?;
+    let controls_revision = first.try_get("controls_revision")?;
     let (available, _) = crate::ledger::funds_of(project_id, id, &rows)?;
-    Ok(Some((card, available)))
+    Ok(Some(LockedCard {
+        card,
+        available,
+        controls_revision,
+    }))
+}
+
+/// The project's controls revision alone (for a card without accounts).
+pub async fn controls_revision(conn: &mut Conn, project_id: &str) -> Result<i64, StoreError> {
+    let row = sqlx::query("SELECT controls_revision FROM projects WHERE id = $1")
+        .bind(project_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(row.try_get("controls_revision")?)
+}
+
+/// Replaces a card's limits and their time zone.
+pub async fn set_limits(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    limits: Option<&str>,
+    timezone: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE cards SET limits = $1, limits_timezone = $2, updated_at = $3 \
+         WHERE project_id = $4 AND id = $5",
+    )
+    .bind(limits)
+    .bind(timezone)
+    .bind(now)
+    .bind(project_id)
+    .bind(card_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Records the provider's card on the issue order's success.
 pub struct Issued<'a> {
     pub provider_card_id: &'a str,
     pub label: &'a str,
-    pub secrets_enc: &'a str,
+    /// None when the provider keeps the card number (Lithic: read when asked).
+    pub secrets_enc: Option<&'a str>,
     pub expiry_month: i64,
     pub expiry_year: i64,
     pub now: i64,
@@ -189,6 +245,23 @@ pub async fn mark_issued(
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// The card a provider knows by its own id (an ASA request or an event names only that);
+/// any project's, since the provider's ids are its own and unique.
+pub async fn by_provider_card(
+    conn: &mut Conn,
+    subprovider_code: &str,
+    provider_card_id: &str,
+) -> Result<Option<CardRecord>, StoreError> {
+    let row = sqlx::query(
+        "SELECT * FROM cards WHERE subprovider_code = $1 AND provider_card_id = $2 LIMIT 1",
+    )
+    .bind(subprovider_code)
+    .bind(provider_card_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.as_ref().map(from_row).transpose()?)
 }
 
 /// Moves a card from `from` to `to` only if it is still in `from`; false when another

@@ -32,7 +32,7 @@ pub struct DeliveryRecord {
     pub completed_at: Option<i64>,
 }
 
-fn from_row(r: &AnyRow) -> Result<DeliveryRecord, StoreError> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<DeliveryRecord, StoreError> {
     Ok(DeliveryRecord {
         id: r.try_get("id")?,
         project_id: r.try_get("project_id")?,

@@ -821,8 +821,9 @@ mod tests {
         }
         let admin = std::env::var("ISSUING_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-        // A fixed name: a run that panicked leaves its database, and the next one drops it.
-        let name = "issuing_ledger_post_test";
+        // Named by process: test runs from several checkouts may share one server. A run
+        // that panicked leaves its database behind (`DROP DATABASE issuing_ledger_post_test_*`).
+        let name = format!("issuing_ledger_post_test_{}", std::process::id());
         let mut maintenance = sqlx::PgConnection::connect(&admin).await.unwrap();
         sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
             .execute(&mut maintenance)

@@ -7,11 +7,15 @@
 //! Every query on project data is scoped by `project_id`.
 
 mod account_cache;
+pub mod audit;
+pub mod backup;
 pub mod card_txs;
 pub mod cardholders;
 pub mod cards;
 pub mod chain_deposits;
 pub mod chain_watch;
+pub mod console;
+pub mod controls;
 mod db;
 pub mod deliveries;
 pub mod deposit_addresses;
@@ -20,11 +24,14 @@ pub mod events;
 pub mod group_commit;
 pub mod idempotency;
 pub mod ledger;
+pub mod lithic;
 mod migrate;
+pub mod operators;
 pub mod orders;
 pub mod projects;
 pub mod query;
 pub mod replay;
+pub mod retention;
 pub mod sandbox;
 pub mod securements;
 pub mod settings;

@@ -55,6 +55,30 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0007_chain_deposits.sql"),
         postgres: include_str!("../migrations/postgres/0007_chain_deposits.sql"),
     },
+    Migration {
+        version: 8,
+        name: "spend_controls",
+        sqlite: include_str!("../migrations/sqlite/0008_spend_controls.sql"),
+        postgres: include_str!("../migrations/postgres/0008_spend_controls.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "retention",
+        sqlite: include_str!("../migrations/sqlite/0009_retention.sql"),
+        postgres: include_str!("../migrations/postgres/0009_retention.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "console",
+        sqlite: include_str!("../migrations/sqlite/0010_console.sql"),
+        postgres: include_str!("../migrations/postgres/0010_console.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "lithic",
+        sqlite: include_str!("../migrations/sqlite/0011_lithic.sql"),
+        postgres: include_str!("../migrations/postgres/0011_lithic.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
@@ -79,11 +103,29 @@ pub(crate) async fn run(store: &Store) -> Result<(), StoreError> {
 }
 
 async fn apply_pending(store: &Store, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (\
-           version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
-    )
-    .await?;
+    // Asked first: `CREATE TABLE IF NOT EXISTS` on an existing table makes PostgreSQL
+    // send a notice that every command would print on stderr. (The clause stays for two
+    // SQLite processes migrating a new file at once.)
+    let exists = match store.backend() {
+        Backend::Sqlite => {
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        }
+        Backend::Postgres => {
+            "SELECT COUNT(*) AS n FROM pg_catalog.pg_tables \
+             WHERE schemaname = current_schema() AND tablename = 'schema_migrations'"
+        }
+    };
+    let n: i64 = sqlx::query(exists)
+        .fetch_one(&mut *conn)
+        .await?
+        .try_get("n")?;
+    if n == 0 {
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (\
+               version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+        )
+        .await?;
+    }
     let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
         .fetch_all(&mut *conn)
         .await?

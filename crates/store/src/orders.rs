@@ -31,7 +31,7 @@ pub struct OrderRecord {
     pub failed_at: Option<i64>,
 }
 
-fn from_row(r: &AnyRow) -> Result<OrderRecord, StoreError> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<OrderRecord, StoreError> {
     let data: String = r.try_get("data")?;
     let is_issued: Option<i64> = r.try_get("is_issued")?;
     Ok(OrderRecord {
@@ -192,10 +192,13 @@ pub async fn claim_next(
     row.as_ref().map(from_row).transpose()
 }
 
-/// Hands a claimed order back without changes (shutdown while working on it).
+/// Hands a claimed order back (a stopping server cut its step short): due again at
+/// once for any worker, and the claim does not count as an attempt. A step that
+/// committed meanwhile already released it, and then this changes nothing.
 pub async fn release(conn: &mut Conn, id: &str, worker_id: &str) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE orders SET locked_until = NULL, locked_by = NULL WHERE id = $1 AND locked_by = $2",
+        "UPDATE orders SET locked_until = NULL, locked_by = NULL, attempts = attempts - 1 \
+         WHERE id = $1 AND locked_by = $2",
     )
     .bind(id)
     .bind(worker_id)

@@ -9,6 +9,11 @@ pub struct ProjectRecord {
     pub id: String,
     pub name: String,
     pub deposit_address: Option<String>,
+    /// The child index (0/n) `deposit_address` derives from; None until assigned.
+    pub deposit_index: Option<i64>,
+    /// The random address of a project created before derived addresses (migration 7);
+    /// nothing watches it, but support answers questions about it.
+    pub legacy_deposit_address: Option<String>,
     pub status: String,
     pub created_at: i64,
 }
@@ -42,11 +47,13 @@ pub struct NewProject<'a> {
     pub created_at: i64,
 }
 
-fn project_from_row(r: &AnyRow) -> Result<ProjectRecord, sqlx::Error> {
+pub(crate) fn project_from_row(r: &AnyRow) -> Result<ProjectRecord, sqlx::Error> {
     Ok(ProjectRecord {
         id: r.try_get("id")?,
         name: r.try_get("name")?,
         deposit_address: r.try_get("deposit_address")?,
+        deposit_index: r.try_get("deposit_index")?,
+        legacy_deposit_address: r.try_get("legacy_deposit_address")?,
         status: r.try_get("status")?,
         created_at: r.try_get("created_at")?,
     })

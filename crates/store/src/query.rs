@@ -51,6 +51,37 @@ impl Filter {
         self.any_of(column, values.iter().cloned().map(Arg::Text).collect());
     }
 
+    /// A bound value for SQL the caller writes itself (a `LIMIT`); its placeholder.
+    pub fn push(&mut self, arg: Arg) -> String {
+        self.placeholder(arg)
+    }
+
+    pub fn less_than(&mut self, column: &str, arg: Arg) {
+        let p = self.placeholder(arg);
+        self.clauses.push(format!("{column} < {p}"));
+    }
+
+    /// Keyset paging, newest first: rows strictly before (`at`, `id`) in the order
+    /// `at_column DESC, id_column DESC`, which an index on both columns serves.
+    pub fn before(&mut self, at_column: &str, id_column: &str, at: i64, id: &str) {
+        let a = self.placeholder(Arg::Int(at));
+        let b = self.placeholder(Arg::Text(id.to_owned()));
+        self.clauses
+            .push(format!("({at_column}, {id_column}) < ({a}, {b})"));
+    }
+
+    /// Rows where any of `columns` equals `value` (one bound value).
+    pub fn any_column(&mut self, columns: &[&str], value: &str) {
+        let p = self.placeholder(Arg::Text(value.to_owned()));
+        let ors: Vec<String> = columns.iter().map(|c| format!("{c} = {p}")).collect();
+        self.clauses.push(format!("({})", ors.join(" OR ")));
+    }
+
+    /// Matches no row (a scope that names no project).
+    pub fn nothing(&mut self) {
+        self.clauses.push("1 = 0".to_owned());
+    }
+
     pub fn at_least(&mut self, column: &str, value: Option<i64>) {
         if let Some(v) = value {
             let p = self.placeholder(Arg::Int(v));

@@ -95,3 +95,118 @@ pub async fn raise_ceiling(conn: &mut Conn, micros: i64) -> Result<(), StoreErro
     .await?;
     Ok(())
 }
+
+/// Whether the table holds requests still inside their window (on SQLite: left by a
+/// version that kept the guard in this table).
+pub async fn any_unexpired(conn: &mut Conn, now: i64) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM (SELECT 1 FROM replay_guard WHERE expires_at >= $1 LIMIT 1) t",
+    )
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get::<i64, _>("n")? > 0)
+}
+
+const HANDOVER_SEED_KEY: &str = "replay_handover_seed";
+const HANDOVER_CEILING_KEY: &str = "replay_handover_ceiling";
+/// Rows per insert statement of the handover: 3 parameters each.
+const HANDOVER_CHUNK: usize = 300;
+
+/// What a SQLite server stopped gracefully left for its successor: the requests it
+/// accepted that are still inside the window, as (hash of API key and path under
+/// `seed`, request_timestamp, expires_at), and its ceiling at that moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    pub seed: String,
+    /// The durable ceiling when the handover was written.
+    pub ceiling: i64,
+    pub entries: Vec<(i64, i64, i64)>,
+}
+
+/// Writes the handover (SQLite only), replacing any earlier one, in the caller's
+/// transaction. The ceiling recorded is the durable one, read in the same transaction.
+pub async fn write_handover(
+    conn: &mut Conn,
+    seed: &str,
+    entries: &[(i64, i64, i64)],
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM replay_handover")
+        .execute(&mut *conn)
+        .await?;
+    for chunk in entries.chunks(HANDOVER_CHUNK) {
+        let mut sql = String::from(
+            "INSERT INTO replay_handover (key_hash, request_timestamp, expires_at) VALUES ",
+        );
+        for i in 0..chunk.len() {
+            let p = i * 3;
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str(&format!("(${}, ${}, ${})", p + 1, p + 2, p + 3));
+        }
+        let mut q = sqlx::query(&sql);
+        for (hash, ts, exp) in chunk {
+            q = q.bind(*hash).bind(*ts).bind(*exp);
+        }
+        q.execute(&mut *conn).await?;
+    }
+    let ceiling = ceiling(conn).await?.unwrap_or(0);
+    for (key, value) in [
+        (HANDOVER_SEED_KEY, seed.to_owned()),
+        (HANDOVER_CEILING_KEY, ceiling.to_string()),
+    ] {
+        sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Takes the handover a predecessor left, if any: reads the entries still inside their
+/// window at `now` and deletes it all, in the caller's transaction, so it is used once.
+pub async fn take_handover(conn: &mut Conn, now: i64) -> Result<Option<Handover>, StoreError> {
+    let seed = crate::settings::get(conn, HANDOVER_SEED_KEY).await?;
+    let ceiling = crate::settings::get(conn, HANDOVER_CEILING_KEY).await?;
+    let handover = match (seed, ceiling.and_then(|c| c.parse::<i64>().ok())) {
+        (Some(seed), Some(ceiling)) => {
+            let rows = sqlx::query(
+                "SELECT key_hash, request_timestamp, expires_at FROM replay_handover \
+                 WHERE expires_at >= $1",
+            )
+            .bind(now)
+            .fetch_all(&mut *conn)
+            .await?;
+            let entries = rows
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get("key_hash")?,
+                        r.try_get("request_timestamp")?,
+                        r.try_get("expires_at")?,
+                    ))
+                })
+                .collect::<Result<_, sqlx::Error>>()?;
+            Some(Handover {
+                seed,
+                ceiling,
+                entries,
+            })
+        }
+        _ => None,
+    };
+    sqlx::query("DELETE FROM replay_handover")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM settings WHERE key IN ($1, $2)")
+        .bind(HANDOVER_SEED_KEY)
+        .bind(HANDOVER_CEILING_KEY)
+        .execute(&mut *conn)
+        .await?;
+    Ok(handover)
+}

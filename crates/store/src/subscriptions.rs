@@ -23,7 +23,7 @@ pub struct SubscriptionRecord {
     pub deactivated_reason: Option<String>,
 }
 
-fn from_row(r: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
     let types: String = r.try_get("event_types")?;
     let active: i64 = r.try_get("active")?;
     Ok(SubscriptionRecord {
@@ -162,4 +162,100 @@ pub async fn find(
     .await?;
     let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
     Ok((items, total))
+}
+
+/// Why a subscription was deactivated because its receiver kept failing (CONTRACT §13).
+pub const FAILING: &str = "failing";
+
+/// A receiver answered an attempt with success: the subscription is healthy again.
+pub async fn note_success(conn: &mut Conn, project_id: &str, id: &str) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_subscriptions SET failing_since = NULL \
+         WHERE project_id = $1 AND id = $2 AND failing_since IS NOT NULL",
+    )
+    .bind(project_id)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// A receiver failed an attempt: starts the failing clock unless it runs already.
+/// Returns since when every attempt has failed, while the subscription is active.
+pub async fn note_failure(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
+    sqlx::query(
+        "UPDATE webhook_subscriptions SET failing_since = $1 \
+         WHERE project_id = $2 AND id = $3 AND failing_since IS NULL AND active = 1",
+    )
+    .bind(now)
+    .bind(project_id)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    let row = sqlx::query(
+        "SELECT failing_since FROM webhook_subscriptions \
+         WHERE project_id = $1 AND id = $2 AND active = 1",
+    )
+    .bind(project_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row
+        .map(|r| r.try_get::<Option<i64>, _>("failing_since"))
+        .transpose()?
+        .flatten())
+}
+
+/// Deactivates the subscription as `failing` if every attempt has failed since before
+/// `cutoff`, and ends its pending deliveries as failed. Returns whether it did.
+pub async fn deactivate_failing(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+    cutoff: i64,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_subscriptions SET active = 0, deactivated_at = $1, deactivated_reason = $2, \
+         updated_at = $1 WHERE project_id = $3 AND id = $4 AND active = 1 \
+         AND failing_since IS NOT NULL AND failing_since <= $5",
+    )
+    .bind(now)
+    .bind(FAILING)
+    .bind(project_id)
+    .bind(id)
+    .bind(cutoff)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    crate::deliveries::fail_pending_of_subscription(conn, project_id, id, FAILING, now).await?;
+    Ok(true)
+}
+
+/// Active subscriptions whose every attempt has failed since before `cutoff`, as
+/// (project_id, id); at most `limit`, longest failing first.
+pub async fn failing_before(
+    conn: &mut Conn,
+    cutoff: i64,
+    limit: i64,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT project_id, id FROM webhook_subscriptions \
+         WHERE active = 1 AND failing_since IS NOT NULL AND failing_since <= $1 \
+         ORDER BY failing_since LIMIT $2",
+    )
+    .bind(cutoff)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("project_id")?, r.try_get("id")?)))
+        .collect()
 }

@@ -25,7 +25,7 @@ pub struct UserFilter {
 
 pub const SORT_KEYS: &[&str] = &["user_id", "external_user_id", "created_at", "updated_at"];
 
-fn from_row(r: &AnyRow) -> Result<UserRecord, sqlx::Error> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<UserRecord, sqlx::Error> {
     Ok(UserRecord {
         id: r.try_get("id")?,
         project_id: r.try_get("project_id")?,

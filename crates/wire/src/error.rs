@@ -46,6 +46,8 @@ pub enum ErrorSlug {
     SubscriptionNotFound,
     DeliveryNotFound,
     TransactionNotFound,
+    RuleNotFound,
+    DecisionWebhookNotFound,
     // Conflicts.
     UserAlreadyExists,
     CardholderAlreadyExists,
@@ -66,6 +68,7 @@ pub enum ErrorSlug {
     SubscriptionLimitReached,
     SubscriptionInactive,
     InvalidTransactionState,
+    RuleLimitReached,
     // Server side.
     InternalError,
     ProviderError,
@@ -131,6 +134,9 @@ impl ErrorSlug {
             SubscriptionInactive => "subscription_inactive",
             TransactionNotFound => "transaction_not_found",
             InvalidTransactionState => "invalid_transaction_state",
+            RuleNotFound => "rule_not_found",
+            DecisionWebhookNotFound => "decision_webhook_not_found",
+            RuleLimitReached => "rule_limit_reached",
             InternalError => "internal_error",
             ProviderError => "provider_error",
             TopupAttemptsExceeded => "topup_attempts_exceeded",
@@ -163,9 +169,20 @@ impl ErrorSlug {
             | KycRequired
             | KycUnexpectedFields
             | ExternalUserIdRequired => 400,
-            NotFound | ProjectNotFound | WalletNotFound | UserNotFound | SubproviderNotFound
-            | CardholderNotFound | ProductNotFound | CardNotFound | OrderNotFound
-            | SubscriptionNotFound | DeliveryNotFound | TransactionNotFound => 404,
+            NotFound
+            | ProjectNotFound
+            | WalletNotFound
+            | UserNotFound
+            | SubproviderNotFound
+            | CardholderNotFound
+            | ProductNotFound
+            | CardNotFound
+            | OrderNotFound
+            | SubscriptionNotFound
+            | DeliveryNotFound
+            | TransactionNotFound
+            | RuleNotFound
+            | DecisionWebhookNotFound => 404,
             UserAlreadyExists | CardholderAlreadyExists => 409,
             CardNotActive
             | CardUserMismatch
@@ -182,7 +199,8 @@ impl ErrorSlug {
             | CurrencyMismatch
             | SubscriptionLimitReached
             | SubscriptionInactive
-            | InvalidTransactionState => 422,
+            | InvalidTransactionState
+            | RuleLimitReached => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
             TopupAttemptsExceeded | NotReady => 503,
@@ -244,6 +262,9 @@ impl ErrorSlug {
         ErrorSlug::SubscriptionInactive,
         ErrorSlug::TransactionNotFound,
         ErrorSlug::InvalidTransactionState,
+        ErrorSlug::RuleNotFound,
+        ErrorSlug::DecisionWebhookNotFound,
+        ErrorSlug::RuleLimitReached,
         ErrorSlug::InternalError,
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,

@@ -9,9 +9,12 @@ use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod cards;
+pub mod console;
 pub mod db;
+pub mod lithic;
 pub mod process;
 pub mod receiver;
+pub mod spend;
 pub mod tron;
 pub use db::{Backend, TestDb};
 
@@ -174,6 +177,11 @@ impl TestServer {
         issuing_server::start(store, self.master.clone(), config)
             .await
             .unwrap()
+    }
+
+    /// Where the server serves the operator console (when started with `console`).
+    pub fn console_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().and_then(|s| s.console_addr)
     }
 
     /// Where the server serves `GET /metrics` (when started with `metrics_listen`).

@@ -36,6 +36,16 @@ impl ServeProcess {
         Self::spawn(data_dir, database_url, &[], env).await
     }
 
+    /// `extra` (global options such as `--config`) and environment variables both.
+    pub async fn start_with_env(
+        data_dir: &std::path::Path,
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
+        Self::spawn(data_dir, database_url, extra, env).await
+    }
+
     /// `extra` goes before `serve` (global options such as `--config`).
     pub async fn start_with(
         data_dir: &std::path::Path,
@@ -119,5 +129,24 @@ impl ServeProcess {
 
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
+    }
+
+    /// SIGTERM (through `kill`: no unsafe code in tests), then waits at most `within`
+    /// for the process to exit; returns its exit code, or None if it did not exit.
+    pub async fn terminate(mut self, within: Duration) -> Option<i32> {
+        let pid = self.child.id()?;
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => status.expect("wait for issuing serve").code(),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                None
+            }
+        }
     }
 }

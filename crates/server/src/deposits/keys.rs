@@ -82,7 +82,12 @@ pub async fn prepare(
         (None, Mode::Sandbox) => Some(sandbox_key(store, master).await?),
         (None, Mode::Production) => None,
     };
-    match &key {
+    Ok(key)
+}
+
+/// Logs where deposit addresses come from; once per server start.
+pub(crate) fn announce(key: Option<&DepositKey>) {
+    match key {
         Some(k) if k.source == KeySource::SandboxTestKey => tracing::warn!(
             fingerprint = %k.xpub.fingerprint(),
             "deposit addresses derive from the sandbox test key — not for real funds"
@@ -95,7 +100,6 @@ pub async fn prepare(
             "ISSUING_TRON_XPUB is not set: projects have no deposit address and project/wallet/trc20 answers wallet_not_found"
         ),
     }
-    Ok(key)
 }
 
 /// The operator's xpub, recorded now unless the database already names one, which

@@ -1,7 +1,8 @@
 //! cards/close (beyond the spec, which names the `closed` status but not how a card
 //! gets there). A card that is `active` or `frozen` is closed at the provider, then in
 //! one transaction: its open holds are released (approved reversals with
-//! `failure_reason` `card_closed`), it becomes `closed`, its remaining funds start
+//! `failure_reason` `card_closed`; an authorization still awaiting its decision webhook
+//! is declined `card_not_active`), it becomes `closed`, its remaining funds start
 //! their way back to the master balance through a `card_withdraw` order, and a
 //! completed `card_status_change` order with its `card.close` event is written.
 //! `closed` is final: auths are declined, topups refused (`card_not_active`), freeze
@@ -11,11 +12,11 @@
 
 use super::card_for_user;
 use super::money::{self, Acct};
-use crate::network::{self, release};
+use crate::network::{decision, execute, release};
 use crate::pipeline::idempotency::IdempotencyToken;
 use crate::routes::orders::OrderView;
 use crate::state::AppState;
-use issuing_domain::card_tx::REASON_CARD_CLOSED;
+use issuing_domain::card_tx::{DECLINE_CARD_NOT_ACTIVE, REASON_CARD_CLOSED};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::{now_micros, to_rfc3339};
@@ -99,15 +100,22 @@ pub(crate) async fn close(
         }
     }
     let order_id = new_id();
-    crate::provider::bounded(state.provider.close_card(&order_id, &provider_card_id))
-        .await
-        .map_err(|e| crate::provider::failed_call(&card.id, "close", &e))?;
+    crate::provider::bounded(
+        state
+            .providers
+            .get(&card.subprovider_code)
+            .close_card(&order_id, &provider_card_id),
+    )
+    .await
+    .map_err(|e| crate::provider::failed_call(&card.id, "close", &e))?;
 
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     // The lock order: in-flight before the card's accounts, as topups settle.
     ledger::lock_project_account(&mut tx, project_id, AccountKind::InFlight).await?;
-    let card = network::lock_card(&mut tx, state, project_id, &card.id).await?;
+    let card = execute::lock_card(&mut tx, project_id, &card.id)
+        .await?
+        .card;
     let from = card.status.clone();
     if from != "active" && from != "frozen" {
         return Err(refused(&from));
@@ -124,16 +132,13 @@ pub(crate) async fn close(
             ));
         }
         for auth in &open {
-            release::release(
-                &mut tx,
-                &card,
-                auth,
-                auth.held,
-                Some(REASON_CARD_CLOSED),
-                None,
-                "close",
-            )
-            .await?;
+            if auth.awaiting_decision() {
+                // Its decision can no longer approve it on a closed card: declined now,
+                // and the decision webhook's answer, when it comes, changes nothing.
+                decision::decline_awaiting(&mut tx, &card, auth, DECLINE_CARD_NOT_ACTIVE).await?;
+            } else {
+                release::release_all(&mut tx, &card, auth, REASON_CARD_CLOSED, "close").await?;
+            }
         }
     }
     let (_, funds) = ledger::card_account(&mut tx, project_id, &card.id).await?;

@@ -87,9 +87,11 @@ pub(crate) async fn create(
         )
         .await?
         .ok_or_else(cardholder_missing)?;
+        kyc::check_for_subprovider(state, &holder.subprovider_code, k)?;
         kyc::apply(state, &mut holder, k, now)?;
         cardholders::update_kyc(&mut tx, &holder).await?;
         tx.commit().await.map_err(issuing_store::StoreError::from)?;
+        kyc::submit_to_provider(state, &mut holder, k).await?;
     }
     let issue = Issue {
         project_id: project_id.to_owned(),
@@ -204,6 +206,8 @@ async fn charge(
         activated_at: None,
         frozen_at: None,
         closed_at: None,
+        limits: None,
+        limits_timezone: None,
     };
     cards::insert(conn, &card).await?;
     ledger::open_account(conn, project_id, AccountKind::Card, Some(&card_id), now).await?;

@@ -2,6 +2,7 @@
 //! then makes its change, ledger transfer, order and outbox event in one transaction.
 
 pub(crate) mod close;
+pub(crate) mod details;
 pub(crate) mod issue;
 pub(crate) mod kyc;
 pub(crate) mod money;

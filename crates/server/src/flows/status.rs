@@ -67,7 +67,7 @@ pub(crate) async fn change(
         .clone()
         .ok_or_else(|| refused(change, &card.status))?;
     let order_id = new_id();
-    crate::provider::bounded(state.provider.set_frozen(
+    crate::provider::bounded(state.providers.get(&card.subprovider_code).set_frozen(
         &order_id,
         &provider_card_id,
         change == Change::Freeze,

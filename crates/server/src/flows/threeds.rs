@@ -318,7 +318,7 @@ pub(crate) async fn confirm(
         .ok_or_else(|| securement_invalid("the card has no provider card"))?;
 
     let idempotency_key = format!("{}:confirm", securement.id);
-    crate::provider::bounded(state.provider.confirm_3ds(
+    crate::provider::bounded(state.providers.get(&card.subprovider_code).confirm_3ds(
         &idempotency_key,
         provider_card_id,
         &securement.id,

@@ -9,7 +9,9 @@
 mod chain;
 mod http;
 mod listener;
+mod provider;
 mod text;
+mod upkeep;
 
 pub(crate) use http::track_requests;
 pub(crate) use listener::serve;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use text::Text;
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
-const BUCKETS: [f64; 11] = [
+pub(crate) const BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
@@ -45,6 +47,10 @@ pub(crate) struct Metrics {
     webhook_attempts: [AtomicU64; 3],
     /// The chain watcher's counters.
     pub chain: chain::ChainMetrics,
+    /// Retention and subscription deactivation counters.
+    pub upkeep: upkeep::UpkeepMetrics,
+    /// The card provider's counters (Lithic).
+    pub provider: provider::ProviderMetrics,
     /// The last database counts and when they were taken; one collection at a time.
     db: tokio::sync::Mutex<Option<(Instant, Option<DbStats>)>>,
 }
@@ -142,6 +148,8 @@ impl Metrics {
             t.sample("issuing_webhook_attempts_total", &[("outcome", outcome)], n);
         }
         self.chain.render(&mut t);
+        self.upkeep.render(&mut t);
+        self.provider.render(&mut t);
 
         t.family(
             "issuing_db_up",
@@ -201,22 +209,11 @@ impl Metrics {
             "Time from receiving an HTTP request to answering it, by endpoint.",
         );
         for (endpoint, e) in http.iter() {
-            let mut cumulative = 0u64;
-            for (i, n) in e.buckets.iter().enumerate() {
-                cumulative += n;
-                let le = BUCKETS.get(i).map_or("+Inf".to_owned(), |b| b.to_string());
-                t.sample(
-                    "issuing_http_request_duration_seconds_bucket",
-                    &[("endpoint", endpoint), ("le", &le)],
-                    cumulative,
-                );
-            }
-            let labels = [("endpoint", endpoint.as_str())];
-            t.sample("issuing_http_request_duration_seconds_sum", &labels, e.sum);
-            t.sample(
-                "issuing_http_request_duration_seconds_count",
-                &labels,
-                e.count,
+            render_histogram(
+                t,
+                "issuing_http_request_duration_seconds",
+                ("endpoint", endpoint),
+                (&e.buckets, e.sum, e.count),
             );
         }
         drop(http);
@@ -231,6 +228,28 @@ impl Metrics {
             self.in_flight.load(Ordering::Relaxed),
         );
     }
+}
+
+/// One histogram's `_bucket` (cumulative), `_sum` and `_count` samples, labelled with
+/// `label`; `buckets` are per bucket, the last one `+Inf`.
+pub(crate) fn render_histogram(
+    t: &mut Text,
+    family: &str,
+    label: (&str, &str),
+    (buckets, sum, count): (&[u64; BUCKETS.len() + 1], f64, u64),
+) {
+    let mut cumulative = 0u64;
+    for (i, n) in buckets.iter().enumerate() {
+        cumulative += n;
+        let le = BUCKETS.get(i).map_or("+Inf".to_owned(), |b| b.to_string());
+        t.sample(
+            &format!("{family}_bucket"),
+            &[label, ("le", &le)],
+            cumulative,
+        );
+    }
+    t.sample(&format!("{family}_sum"), &[label], sum);
+    t.sample(&format!("{family}_count"), &[label], count);
 }
 
 /// Group commit writers: operations per batch is how much they save.

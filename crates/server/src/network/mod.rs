@@ -4,27 +4,34 @@
 //! of the same function, and the hold expiry worker and `cards/close` use the release
 //! path here too.
 //!
-//! Every message is applied in one database transaction: the transaction's state change
-//! (conditional on the state it was read in), its ledger transfers and its
-//! `card_transaction` event commit together. A message that carries a network message
-//! id is applied at most once: a replay answers the transaction as it is now.
+//! Every message reads in one direction: its file (`authorize.rs`, `settle.rs`,
+//! `release.rs`, `refund.rs`) reads what it acts on with the card's accounts locked,
+//! decides a plan from it with pure code (`plan.rs`; an authorization's decision runs
+//! the stages of `decide/`), and the one executor (`execute.rs`) applies the plan in one
+//! database transaction: the state change (conditional on the state it was read in),
+//! its ledger transfers and its `card_transaction` event commit together. A message
+//! that carries a network message id is applied at most once: a replay answers the
+//! transaction as it is now (once its decision webhook, if any, has answered).
 
 mod authorize;
+pub(crate) mod controls;
+pub(crate) mod decide;
+pub(crate) mod decision;
+pub(crate) mod execute;
+pub(crate) mod plan;
 mod refund;
 pub(crate) mod release;
 mod settle;
+pub(crate) mod usage;
 pub(crate) mod view;
 
 use crate::state::AppState;
 use issuing_domain::card_tx::{TxKind, TxStatus};
-use issuing_domain::ids::new_id;
-use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
 use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::{self, CardRecord};
-use issuing_store::events::{self, NewEvent};
-use issuing_store::ledger::{self, TransferMeta};
-use issuing_store::{Conn, StoreError, Tx};
+use issuing_store::Conn;
 use issuing_wire::{Amount, ApiError, ErrorSlug};
+use std::time::Duration;
 
 /// The longest network message id kept (the same bound as an idempotency key).
 const MAX_MESSAGE_ID_LEN: usize = 255;
@@ -38,7 +45,7 @@ pub(crate) struct Merchant {
 }
 
 impl Merchant {
-    fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({ "name": self.name, "mcc": self.mcc, "country": self.country })
     }
 }
@@ -112,12 +119,26 @@ pub(crate) struct Applied {
 
 /// Applies one network message for a project's card. `message_id` is the network's id
 /// of the message: a message already applied is not applied again, and its transaction
-/// is answered as it is now.
+/// is answered as it is now. An authorization waits for the project's decision webhook
+/// (within its own `timeout_ms`).
 pub(crate) async fn apply(
     state: &AppState,
     project_id: &str,
     message_id: Option<&str>,
     message: Message,
+) -> Result<Applied, ApiError> {
+    apply_within(state, project_id, message_id, message, None).await
+}
+
+/// `apply`, allowing an authorization's decision webhook at most `decision_budget`
+/// (what a provider's own deadline leaves; less than `MIN_CALL` decides by
+/// `on_timeout` without a call).
+pub(crate) async fn apply_within(
+    state: &AppState,
+    project_id: &str,
+    message_id: Option<&str>,
+    message: Message,
+    decision_budget: Option<Duration>,
 ) -> Result<Applied, ApiError> {
     if let Some(id) = message_id {
         // Stored in a primary key: PostgreSQL refuses index entries above ~2.7 KB.
@@ -127,7 +148,7 @@ pub(crate) async fn apply(
             )));
         }
         if let Some(applied) = already_applied(state, project_id, id).await? {
-            return Ok(applied);
+            return decision::settled(state, applied).await;
         }
     }
     let kind = message.kind();
@@ -136,7 +157,25 @@ pub(crate) async fn apply(
             card_id,
             amount,
             purchase,
-        } => authorize::authorize(state, project_id, &card_id, amount, &purchase, message_id).await,
+        } => {
+            let authorized = authorize::authorize(
+                state,
+                project_id,
+                &card_id,
+                amount,
+                &purchase,
+                message_id,
+                decision_budget,
+            )
+            .await;
+            match authorized {
+                Ok(authorize::Authorized::Done(applied)) => decision::settled(state, applied).await,
+                Ok(authorize::Authorized::Awaiting(applied, ask)) => {
+                    decision::ask(state, applied, ask).await
+                }
+                Err(e) => Err(e),
+            }
+        }
         Message::Clearing {
             transaction_id,
             bill_amount,
@@ -174,7 +213,7 @@ pub(crate) async fn apply(
         // A copy of this message committed first: answer as the replay would.
         (Err(e), Some(id)) if e.slug == ErrorSlug::InvalidTransactionState => {
             match already_applied(state, project_id, id).await? {
-                Some(applied) => Ok(applied),
+                Some(applied) => decision::settled(state, applied).await,
                 None => Err(e),
             }
         }
@@ -217,26 +256,19 @@ pub(crate) async fn applied_on(
     Ok(Some(Applied { tx, card }))
 }
 
-pub(crate) fn card_not_found() -> ApiError {
-    ApiError::new(ErrorSlug::CardNotFound, "Card not found")
-}
-
-fn tx_not_found() -> ApiError {
-    ApiError::new(ErrorSlug::TransactionNotFound, "Transaction not found")
-}
-
 fn wrong_state(tx: &CardTxRecord, action: &str) -> ApiError {
+    let awaiting = if tx.awaiting_decision() {
+        " awaiting its decision webhook"
+    } else {
+        ""
+    };
     ApiError::new(
         ErrorSlug::InvalidTransactionState,
         format!(
-            "Cannot {action} a transaction that is {} {}",
+            "Cannot {action} a transaction that is {} {}{awaiting}",
             tx.tx_kind, tx.status
         ),
     )
-}
-
-fn insufficient_funds() -> ApiError {
-    ApiError::new(ErrorSlug::InsufficientFunds, "Insufficient card funds")
 }
 
 pub(crate) fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError> {
@@ -249,207 +281,47 @@ pub(crate) fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError>
     }
 }
 
-/// Reads a card and locks its funds and hold accounts (in that order, the ledger's
-/// lock order), so every message on one card is serialised on PostgreSQL before it
-/// touches the network account; SQLite's write transaction serialises already.
-pub(crate) async fn lock_card(
-    conn: &mut Conn,
-    _state: &AppState,
-    project_id: &str,
-    card_id: &str,
-) -> Result<CardRecord, ApiError> {
-    Ok(lock_card_with_funds(conn, project_id, card_id).await?.0)
-}
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Fixtures for the unit tests of the plans and stages.
+    use super::*;
 
-/// `lock_card`, also answering the card's available funds as read under the lock.
-pub(crate) async fn lock_card_with_funds(
-    conn: &mut Conn,
-    project_id: &str,
-    card_id: &str,
-) -> Result<(CardRecord, Amount), ApiError> {
-    if let Some(found) = cards::get_locking_funds(conn, project_id, card_id).await? {
-        return Ok(found);
+    pub(crate) fn card() -> CardRecord {
+        CardRecord {
+            id: "card".into(),
+            project_id: "project".into(),
+            user_id: "user".into(),
+            external_user_id: "ext".into(),
+            cardholder_id: "holder".into(),
+            product_code: "virtual_usd".into(),
+            subprovider_code: "sandbox".into(),
+            card_currency: "USD".into(),
+            status: "active".into(),
+            label: Some("1234".into()),
+            provider_card_id: Some("p".into()),
+            secrets_enc: None,
+            expiry_month: None,
+            expiry_year: None,
+            created_at: 0,
+            updated_at: 0,
+            issued_at: None,
+            activated_at: None,
+            frozen_at: None,
+            closed_at: None,
+            limits: None,
+            limits_timezone: None,
+        }
     }
-    // No card, or a card without accounts: answered as before the joined read.
-    let card = cards::get(conn, project_id, card_id)
-        .await?
-        .ok_or_else(card_not_found)?;
-    let (available, _) = ledger::lock_card_accounts(conn, project_id, card_id).await?;
-    Ok((card, available))
-}
 
-/// Opens the transaction a message names: its card's accounts locked, then the
-/// transaction re-read under that lock (the state its update will be conditional on).
-pub(crate) async fn open_tx(
-    state: &AppState,
-    project_id: &str,
-    transaction_id: &str,
-) -> Result<(Tx, CardRecord, CardTxRecord), ApiError> {
-    let mut tx = state.store.begin().await?;
-    let found = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
-    let card = lock_card(&mut tx, state, project_id, &found.card_id).await?;
-    let current = card_txs::get(&mut tx, project_id, transaction_id)
-        .await?
-        .ok_or_else(tx_not_found)?;
-    Ok((tx, card, current))
-}
-
-/// Opens a card a posting without an authorization lands on (force post, unlinked
-/// refund): it must have been issued.
-pub(crate) async fn open_issued_card(
-    state: &AppState,
-    project_id: &str,
-    card_id: &str,
-) -> Result<(Tx, CardRecord), ApiError> {
-    let mut tx = state.store.begin().await?;
-    let card = lock_card(&mut tx, state, project_id, card_id).await?;
-    if card.provider_card_id.is_none() {
-        return Err(ApiError::new(
-            ErrorSlug::CardNotActive,
-            format!("Card is {}: it was never issued", card.status),
-        ));
-    }
-    Ok((tx, card))
-}
-
-/// Which account of the card a move touches.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Side {
-    Funds,
-    Hold,
-    Network,
-}
-
-/// Moves `micros` between two accounts of the card of transaction `t`, tagged with
-/// the card and the transaction. Zero moves nothing.
-pub(crate) async fn post(
-    conn: &mut Conn,
-    t: &CardTxRecord,
-    kind: TransferKind,
-    from: Side,
-    to: Side,
-    micros: i64,
-) -> Result<(), StoreError> {
-    let (project_id, card_id, transaction_id) = (&t.project_id, &t.card_id, &t.id);
-    if micros == 0 {
-        return Ok(());
-    }
-    async fn account(
-        conn: &mut Conn,
-        project_id: &str,
-        card_id: &str,
-        side: Side,
-    ) -> Result<String, StoreError> {
-        let kind = match side {
-            Side::Funds => AccountKind::Card,
-            Side::Hold => AccountKind::CardHold,
-            Side::Network => {
-                return ledger::project_account(conn, project_id, AccountKind::Network).await
-            }
-        };
-        ledger::card_account_id(conn, project_id, card_id, kind).await
-    }
-    let from = account(conn, project_id, card_id, from).await?;
-    let to = account(conn, project_id, card_id, to).await?;
-    let t = Transfer::simple(kind, from, to, Amount::from_micros(micros))
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    // The reference names the card transaction; one transaction posts several
-    // transfers of a kind (a clearing above its hold, partial reversals), and
-    // references are unique per kind, so each posting gets its own suffix.
-    let reference = format!("{transaction_id}:{}", new_id());
-    let meta = TransferMeta {
-        project_id,
-        order_id: None,
-        card_id: Some(card_id),
-        reference: Some(&reference),
-    };
-    ledger::post(conn, &meta, &t).await.map(|_| ())
-}
-
-/// Writes the `card_transaction` event of a transaction's new state, and records the
-/// network message that caused it.
-pub(crate) async fn emit(
-    tx: &mut Conn,
-    card: &CardRecord,
-    rec: &CardTxRecord,
-    message_id: Option<&str>,
-    message_kind: &str,
-) -> Result<(), StoreError> {
-    let item = view::item(rec, card);
-    events::insert(
-        tx,
-        &NewEvent {
-            project_id: &rec.project_id,
-            event_type: "card_transaction",
-            card_id: Some(&rec.card_id),
-            order_id: None,
-            payload: &item,
-            now: rec.updated_at,
-        },
-    )
-    .await?;
-    if let Some(id) = message_id {
-        card_txs::record_message(
-            tx,
-            &rec.project_id,
-            id,
-            &rec.id,
-            message_kind,
-            rec.updated_at,
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// A fresh transaction record on `card` (ids and times filled in).
-pub(crate) fn new_tx(
-    card: &CardRecord,
-    kind: TxKind,
-    status: TxStatus,
-    amount: i64,
-    purchase: &Purchase,
-    now: i64,
-) -> CardTxRecord {
-    CardTxRecord {
-        id: new_id(),
-        project_id: card.project_id.clone(),
-        card_id: card.id.clone(),
-        tx_kind: kind.as_str().into(),
-        status: status.as_str().into(),
-        tx_type: issuing_domain::card_tx::tx_type(true, kind, status),
-        auth_amount: amount,
-        held: 0,
-        card_amount: amount,
-        cleared: 0,
-        refunded: 0,
-        original_transaction_id: None,
-        merchant: purchase.merchant.to_json(),
-        merchant_currency: purchase.merchant_currency.clone(),
-        merchant_amount: purchase.merchant_amount.micros(),
-        failure_reason: None,
-        hold_expires_at: None,
-        created_at: now,
-        updated_at: now,
-    }
-}
-
-pub(crate) async fn commit(tx: Tx) -> Result<(), ApiError> {
-    tx.commit().await.map_err(StoreError::from)?;
-    Ok(())
-}
-
-/// Maps ledger and message errors of a network flow to API errors.
-pub(crate) fn flow_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::InsufficientFunds { .. } => insufficient_funds(),
-        // The same network message committed by a concurrent request.
-        StoreError::Conflict => ApiError::new(
-            ErrorSlug::InvalidTransactionState,
-            "This network message was applied concurrently",
-        ),
-        other => other.into(),
+    pub(crate) fn purchase() -> Purchase {
+        Purchase {
+            merchant: Merchant {
+                name: "Shop".into(),
+                mcc: "5411".into(),
+                country: "US".into(),
+            },
+            merchant_currency: "USD".into(),
+            merchant_amount: Amount::from_micros(1),
+        }
     }
 }

@@ -1,12 +1,16 @@
 //! Refunds: money returns from the network to the card, against a cleared
-//! authorization (never more than it cleared, over all its refunds) or unlinked.
+//! authorization (never more than it cleared, over all its refunds) or unlinked. A
+//! refund gives nothing back to limits (CONTRACT §11).
 
-use super::{emit, flow_error, kind_of, new_tx, post, wrong_state, Applied, Purchase, Side};
+use super::execute::{commit, execute, open_issued_card, open_tx};
+use super::plan::{new_tx, Move, Plan, Side, Write};
+use super::{kind_of, wrong_state, Applied, Merchant, Purchase};
 use crate::state::AppState;
 use issuing_domain::card_tx::{is_refundable, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
 use issuing_domain::time::now_micros;
-use issuing_store::card_txs;
+use issuing_store::card_txs::CardTxRecord;
+use issuing_store::cards::CardRecord;
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
 pub(super) async fn refund(
@@ -16,10 +20,22 @@ pub(super) async fn refund(
     amount: Option<Amount>,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let (mut tx, card, prev) = super::open_tx(state, project_id, transaction_id).await?;
-    let (kind, status) = kind_of(&prev)?;
+    let (mut tx, card, prev) = open_tx(state, project_id, transaction_id).await?;
+    let plan = plan_refund(&card, &prev, amount, now_micros())?;
+    let applied = execute(&mut tx, &card, plan, message_id, "refund").await?;
+    commit(tx).await?;
+    Ok(applied)
+}
+
+fn plan_refund(
+    card: &CardRecord,
+    prev: &CardTxRecord,
+    amount: Option<Amount>,
+    now: i64,
+) -> Result<Plan, ApiError> {
+    let (kind, status) = kind_of(prev)?;
     if !is_refundable(kind, status) {
-        return Err(wrong_state(&prev, "refund"));
+        return Err(wrong_state(prev, "refund"));
     }
     let remaining = prev.cleared - prev.refunded;
     let amount = amount.map_or(remaining, Amount::micros);
@@ -34,14 +50,12 @@ pub(super) async fn refund(
     }
     let mut original = prev.clone();
     original.refunded += amount;
-    if !card_txs::update(&mut tx, &prev, &original).await? {
-        return Err(wrong_state(&prev, "refund"));
-    }
+    let text = |field: &str| prev.merchant[field].as_str().unwrap_or_default().to_owned();
     let purchase = Purchase {
-        merchant: super::Merchant {
-            name: prev.merchant["name"].as_str().unwrap_or_default().into(),
-            mcc: prev.merchant["mcc"].as_str().unwrap_or_default().into(),
-            country: prev.merchant["country"].as_str().unwrap_or_default().into(),
+        merchant: Merchant {
+            name: text("name"),
+            mcc: text("mcc"),
+            country: text("country"),
         },
         merchant_currency: prev.merchant_currency.clone(),
         // The merchant amount refunded, in proportion to the card amount.
@@ -52,30 +66,25 @@ pub(super) async fn refund(
         )),
     };
     let mut rec = new_tx(
-        &card,
+        card,
         TxKind::Refund,
         TxStatus::Approved,
         amount,
         &purchase,
-        now_micros(),
+        now,
     );
     rec.original_transaction_id = Some(prev.id.clone());
-    card_txs::insert(&mut tx, &rec).await?;
-    post(
-        &mut tx,
-        &rec,
-        TransferKind::CardRefund,
-        Side::Network,
-        Side::Funds,
-        amount,
-    )
-    .await
-    .map_err(flow_error)?;
-    emit(&mut tx, &card, &rec, message_id, "refund")
-        .await
-        .map_err(flow_error)?;
-    super::commit(tx).await?;
-    Ok(Applied { tx: rec, card })
+    let back = Move::new(TransferKind::CardRefund, Side::Network, Side::Funds, amount);
+    let mut plan = Plan::insert(rec, vec![back]);
+    plan.writes.insert(
+        0,
+        Write::Update {
+            prev: Box::new(prev.clone()),
+            next: Box::new(original),
+        },
+    );
+    plan.action = "refund";
+    Ok(plan)
 }
 
 /// `part / whole` of `value`, in integer arithmetic.
@@ -94,7 +103,7 @@ pub(super) async fn unlinked(
     purchase: &Purchase,
     message_id: Option<&str>,
 ) -> Result<Applied, ApiError> {
-    let (mut tx, card) = super::open_issued_card(state, project_id, card_id).await?;
+    let (mut tx, card) = open_issued_card(state, project_id, card_id).await?;
     let rec = new_tx(
         &card,
         TxKind::Refund,
@@ -103,29 +112,62 @@ pub(super) async fn unlinked(
         purchase,
         now_micros(),
     );
-    card_txs::insert(&mut tx, &rec).await?;
-    post(
-        &mut tx,
-        &rec,
+    let back = Move::new(
         TransferKind::CardRefund,
         Side::Network,
         Side::Funds,
         rec.card_amount,
+    );
+    let applied = execute(
+        &mut tx,
+        &card,
+        Plan::insert(rec, vec![back]),
+        message_id,
+        "unlinked_refund",
     )
-    .await
-    .map_err(flow_error)?;
-    emit(&mut tx, &card, &rec, message_id, "unlinked_refund")
-        .await
-        .map_err(flow_error)?;
-    super::commit(tx).await?;
-    Ok(Applied { tx: rec, card })
+    .await?;
+    commit(tx).await?;
+    Ok(applied)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::network::plan::set_counted;
+    use crate::network::tests::{card, purchase};
+    use issuing_domain::controls::limits::Counted;
+
     #[test]
     fn proportional_refunds() {
         assert_eq!(super::proportional(2_000, 50, 100), 1_000);
         assert_eq!(super::proportional(7, 1, 0), 1);
+    }
+
+    #[test]
+    fn refunds_count_nothing() {
+        let mut t = new_tx(
+            &card(),
+            TxKind::Auth,
+            TxStatus::Approved,
+            100,
+            &purchase(),
+            1,
+        );
+        t.cleared = 100;
+        set_counted(&mut t, Counted::approved(100));
+        let plan = plan_refund(&card(), &t, Some(Amount::from_micros(40)), 2)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (plan.subject.counted_amount, plan.subject.counts),
+            (0, false)
+        );
+        let Write::Update { next, .. } = &plan.writes[0] else {
+            panic!("the original is updated first")
+        };
+        assert_eq!(
+            (next.refunded, next.counted_amount),
+            (40, 100),
+            "the original still counts"
+        );
     }
 }

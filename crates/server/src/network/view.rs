@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 /// Micro-units as a JSON number of units (12.5 for 12500000). Amounts are far below
 /// 2^53 micro-units, so the float is exact to the micro-unit when printed.
-fn number(micros: i64) -> Value {
+pub(crate) fn number(micros: i64) -> Value {
     let units = micros as f64 / 1_000_000.0;
     serde_json::Number::from_f64(units).map_or(Value::Null, Value::Number)
 }
@@ -40,6 +40,13 @@ pub(crate) fn item(rec: &CardTxRecord, card: &CardRecord) -> Value {
     });
     if let Some(original) = &rec.original_transaction_id {
         data["original_transaction_id"] = json!(original);
+    }
+    // CONTRACT §11: why rules or a limit declined it, and the decision webhook's reason.
+    if let Some(decline) = &rec.decline {
+        data["decline"] = decline.clone();
+    }
+    if let Some(reason) = &rec.decision_reason {
+        data["decision_reason"] = json!(reason);
     }
     json!({
         "type": "card_transaction",

@@ -189,8 +189,12 @@ impl Provider for SandboxProvider {
             let provider_card_id = self
                 .record(req.idempotency_key, "create_card", &candidate, None)
                 .await?;
+            let secrets = derive_secrets(&provider_card_id, card_issued_at(&provider_card_id));
             Ok(IssuedCard {
-                secrets: derive_secrets(&provider_card_id, card_issued_at(&provider_card_id)),
+                label: secrets.label(),
+                expiry_month: secrets.expiry_month,
+                expiry_year: secrets.expiry_year,
+                secrets: Some(secrets),
                 provider_card_id,
                 provider_status: "ACTIVE".into(),
             })
@@ -201,13 +205,13 @@ impl Provider for SandboxProvider {
     fn card_details<'a>(
         &'a self,
         provider_card_id: &'a str,
-    ) -> BoxFuture<'a, Result<CardSecrets, ProviderError>> {
+    ) -> BoxFuture<'a, Result<Option<CardSecrets>, ProviderError>> {
         async move {
             self.simulate_call().await?;
-            Ok(derive_secrets(
+            Ok(Some(derive_secrets(
                 provider_card_id,
                 card_issued_at(provider_card_id),
-            ))
+            )))
         }
         .boxed()
     }
@@ -367,6 +371,9 @@ mod tests {
         let p = SandboxProvider::new(store.clone(), SandboxConfig::default());
         let create = |key: &'static str, holder: &'static str| CreateCard {
             idempotency_key: key,
+            project_id: "p",
+            card_id: key,
+            cardholder_id: "h",
             subprovider_code: "sandbox",
             product_code: "virtual_usd",
             card_currency: "USD",

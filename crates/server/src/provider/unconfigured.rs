@@ -23,7 +23,10 @@ impl Provider for UnconfiguredProvider {
     ) -> BoxFuture<'a, Result<IssuedCard, ProviderError>> {
         refused()
     }
-    fn card_details<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<CardSecrets, ProviderError>> {
+    fn card_details<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CardSecrets>, ProviderError>> {
         refused()
     }
     fn set_frozen<'a>(

@@ -1,19 +1,26 @@
 //! The in-memory replay guard (SQLite). Accepted requests live in sharded hash sets
 //! until their timestamps leave the window. Durability comes from a ceiling kept in the
-//! database: every timestamp this process accepts is below the stored ceiling, and a
-//! starting process refuses everything below the ceiling its predecessor left. A
+//! database: every timestamp this process accepts is below the stored ceiling. A
 //! background task keeps the ceiling ~0.5 s ahead of the clock (a few small writes per
 //! second), so ordinary requests never wait for it; a request signed further ahead
-//! raises it first. After a crash, requests signed before the crash are refused even if
-//! they never reached the old process: the client signs again.
+//! raises it first.
+//!
+//! How a successor starts (CONTRACT §13):
+//! - after a graceful stop (`hand_over`, once no request is being served any more): it
+//!   loads the requests its predecessor accepted that are still inside the window and
+//!   refuses exactly their copies; no fence;
+//! - after a crash: it refuses every timestamp below the ceiling its predecessor left
+//!   (the fence), even for requests that never reached the old process: the client
+//!   signs again;
+//! - on a fresh database: no fence and nothing to remember.
 
 use super::Admission;
 use issuing_domain::time::now_micros;
 use issuing_store::{replay, Store, StoreError};
-use std::collections::hash_map::RandomState;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -38,13 +45,29 @@ type Shard = HashMap<(u64, i64), i64>;
 
 pub(crate) struct MemoryGuard {
     shards: Vec<Mutex<Shard>>,
-    hasher: RandomState,
-    /// Timestamps below this are refused: the ceiling the previous process left.
-    fence: i64,
+    /// Keys the hash of (API key, path): random per guard, handed over with its
+    /// entries. SHA-256 rather than the std hasher, whose output may change between
+    /// Rust releases, so a successor built by another compiler hashes the same.
+    seed: [u8; 16],
+    /// Timestamps below this are refused: the ceiling a crashed predecessor left.
+    fence: Option<i64>,
     /// Every accepted timestamp is below this durable value.
     ceiling: AtomicI64,
     raising: tokio::sync::Mutex<()>,
+    /// Set by `hand_over`: the ceiling no longer moves and nothing more is admitted.
+    closed: AtomicBool,
     store: Store,
+}
+
+/// How this process's guard began.
+#[derive(Debug)]
+enum Start {
+    /// Nothing to remember: a fresh database.
+    Fresh,
+    /// A graceful predecessor's requests, still inside the window.
+    HandedOver(replay::Handover),
+    /// Refuse everything below this: the predecessor may have accepted it.
+    Fenced(i64),
 }
 
 impl MemoryGuard {
@@ -52,42 +75,83 @@ impl MemoryGuard {
         store: Store,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<Arc<MemoryGuard>, StoreError> {
-        let stored = {
-            let mut conn = store.conn().await?;
-            replay::ceiling(&mut conn).await?
+        let start = {
+            let now = now_micros();
+            let mut tx = store.begin().await?;
+            let stored = replay::ceiling(&mut tx).await?;
+            let handover = replay::take_handover(&mut tx, now).await?;
+            let start = match (stored, handover) {
+                // The handover is the predecessor's last word only if the ceiling has not
+                // moved since it was written.
+                (Some(ceiling), Some(h)) if h.ceiling == ceiling => Start::HandedOver(h),
+                (Some(ceiling), _) => Start::Fenced(ceiling),
+                // No ceiling: a fresh database, or one whose guard was kept in the table
+                // by an earlier version; rows still inside the window mean that version
+                // ran a moment ago, and this start bounds what it accepted.
+                (None, _) if replay::any_unexpired(&mut tx, now).await? => Start::Fenced(now),
+                (None, _) => Start::Fresh,
+            };
+            tx.commit().await?;
+            start
         };
-        // No ceiling yet (first start, or the previous version kept the guard in a
-        // table): this process's start time bounds what the previous one accepted,
-        // except requests signed ahead of the clock; the old table's rows are still
-        // purged by the cleanup worker.
-        let fence = stored.unwrap_or_else(now_micros);
-        // The fence is usually the previous process's last ceiling, up to the headroom
-        // ahead of the clock: waiting it out before serving means a client whose clock
-        // agrees with ours is never refused after a quick restart. A fence far ahead (a
-        // client signed ahead of the clock) is not waited for beyond the bound.
-        let ahead_micros = fence
-            .saturating_sub(now_micros())
-            .clamp(0, MAX_START_WAIT_MICROS);
-        tokio::time::sleep(Duration::from_micros(ahead_micros as u64)).await;
+        let mut seed = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut seed);
+        let (fence, remembered) = match start {
+            Start::Fresh => (None, Vec::new()),
+            Start::Fenced(fence) => (Some(fence), Vec::new()),
+            Start::HandedOver(h) => match decode_seed(&h.seed) {
+                Some(theirs) => {
+                    seed = theirs;
+                    (None, h.entries)
+                }
+                // Unreadable: treat the stop as a crash.
+                None => (Some(h.ceiling), Vec::new()),
+            },
+        };
+        if let Some(fence) = fence {
+            // The fence is usually the previous process's last ceiling, up to the
+            // headroom ahead of the clock: waiting it out before serving means a client
+            // whose clock agrees with ours is never refused after a quick restart. A
+            // fence far ahead (a client signed ahead of the clock) is not waited for
+            // beyond the bound.
+            let ahead_micros = fence
+                .saturating_sub(now_micros())
+                .clamp(0, MAX_START_WAIT_MICROS);
+            tokio::time::sleep(Duration::from_micros(ahead_micros as u64)).await;
+        }
         let guard = Arc::new(MemoryGuard {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            seed,
             fence,
-            ceiling: AtomicI64::new(fence),
+            ceiling: AtomicI64::new(fence.unwrap_or(i64::MIN)),
             raising: tokio::sync::Mutex::new(()),
+            closed: AtomicBool::new(false),
             store,
         });
+        let handed_over = remembered.len();
+        for (hash, ts, expires_at) in remembered {
+            guard.insert(hash as u64, ts, expires_at);
+        }
         guard.raise(now_micros()).await?;
-        tracing::info!(
-            fence,
-            "replay guard in memory; requests signed before the fence are refused"
-        );
+        match fence {
+            Some(fence) => tracing::info!(
+                fence,
+                "replay guard in memory; the previous server did not stop gracefully: requests signed before the fence are refused"
+            ),
+            None => tracing::info!(
+                handed_over,
+                "replay guard in memory; no fence (a fresh database, or the previous server handed over the requests it accepted)"
+            ),
+        }
         let ahead = guard.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(KEEP_AHEAD_EVERY) => {}
                     _ = shutdown.changed() => return,
+                }
+                if ahead.closed.load(Ordering::Acquire) {
+                    return;
                 }
                 let now = now_micros();
                 if ahead.ceiling.load(Ordering::Acquire) - now < LOW_WATER_MICROS {
@@ -100,9 +164,41 @@ impl MemoryGuard {
         Ok(guard)
     }
 
+    /// Hash of (API key, path) under this guard's seed.
+    fn key_hash(&self, api_key: &str, path: &str) -> u64 {
+        let mut h = Sha256::new();
+        h.update(self.seed);
+        h.update((api_key.len() as u64).to_be_bytes());
+        h.update(api_key.as_bytes());
+        h.update(path.as_bytes());
+        let digest = h.finalize();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first)
+    }
+
+    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
+        let shard = &self.shards[(hash as usize) % SHARDS];
+        shard.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers a handed-over entry (bounded like admissions; past the bound the oldest
+    /// are simply not loaded: their copies are then refused only by the window).
+    fn insert(&self, hash: u64, ts: i64, expires_at: i64) {
+        let mut set = self.shard(hash);
+        if set.len() < PER_SHARD {
+            set.insert((hash, ts), expires_at);
+        }
+    }
+
     /// Makes the durable ceiling exceed `ts` (by the headroom).
     async fn raise(&self, ts: i64) -> Result<(), StoreError> {
         let _one = self.raising.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Config(
+                "the replay guard was handed over".into(),
+            ));
+        }
         if self.ceiling.load(Ordering::Acquire) > ts {
             return Ok(());
         }
@@ -123,16 +219,22 @@ impl MemoryGuard {
         ts: i64,
         expires_at: i64,
     ) -> Result<Admission, StoreError> {
-        if ts < self.fence {
-            return Ok(Admission::BeforeFence(self.fence));
+        if self.closed.load(Ordering::Acquire) {
+            // After the handover nothing may be accepted that the successor would not
+            // know about.
+            return Err(StoreError::Config(
+                "the replay guard was handed over".into(),
+            ));
+        }
+        if let Some(fence) = self.fence.filter(|f| ts < *f) {
+            return Ok(Admission::BeforeFence(fence));
         }
         if ts >= self.ceiling.load(Ordering::Acquire) {
             self.raise(ts).await?;
         }
         debug_assert!(ts < self.ceiling.load(Ordering::Acquire));
-        let hash = self.hasher.hash_one((api_key, path));
-        let shard = &self.shards[(hash as usize) % SHARDS];
-        let mut set = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let hash = self.key_hash(api_key, path);
+        let mut set = self.shard(hash);
         if set.contains_key(&(hash, ts)) {
             return Ok(Admission::Duplicate);
         }
@@ -152,5 +254,58 @@ impl MemoryGuard {
             let mut set = shard.lock().unwrap_or_else(|p| p.into_inner());
             set.retain(|_, exp| *exp >= now);
         }
+    }
+}
+
+impl MemoryGuard {
+    /// Leaves what this guard accepted for the next server on the database, and stops
+    /// the ceiling: called once no request is being served any more. Every entry still
+    /// inside the window is written with the seed in one transaction, and the successor
+    /// refuses exactly their copies instead of fencing. Returns how many were written.
+    pub async fn hand_over(&self) -> Result<usize, StoreError> {
+        let _one = self.raising.lock().await;
+        self.closed.store(true, Ordering::Release);
+        let now = now_micros();
+        let mut entries = Vec::new();
+        for shard in &self.shards {
+            let set = shard.lock().unwrap_or_else(|p| p.into_inner());
+            entries.extend(
+                set.iter()
+                    .filter(|(_, exp)| **exp >= now)
+                    .map(|((hash, ts), exp)| (*hash as i64, *ts, *exp)),
+            );
+        }
+        let mut tx = self.store.begin().await?;
+        replay::write_handover(&mut tx, &encode_seed(&self.seed), &entries).await?;
+        tx.commit().await?;
+        Ok(entries.len())
+    }
+}
+
+fn encode_seed(seed: &[u8; 16]) -> String {
+    seed.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_seed(text: &str) -> Option<[u8; 16]> {
+    if text.len() != 32 || !text.is_ascii() {
+        return None;
+    }
+    let mut seed = [0u8; 16];
+    for (i, byte) in seed.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_survive_their_text_form() {
+        let seed = [0u8, 1, 2, 0xab, 0xff, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0x10, 0xfe];
+        assert_eq!(decode_seed(&encode_seed(&seed)), Some(seed));
+        assert_eq!(decode_seed("zz"), None);
+        assert_eq!(decode_seed(&"g".repeat(32)), None);
     }
 }

@@ -65,6 +65,16 @@ impl ReplayGuard {
         }
     }
 
+    /// At a graceful stop, once no request is served any more: the SQLite guard leaves
+    /// what it accepted for the next server (see `memory.rs`). Returns how many requests
+    /// it handed over; the PostgreSQL guard is in the database already.
+    pub async fn hand_over(&self) -> Result<usize, StoreError> {
+        match self {
+            ReplayGuard::Memory(g) => g.hand_over().await,
+            ReplayGuard::Database(_) => Ok(0),
+        }
+    }
+
     /// Forgets entries whose timestamps have left the window (memory guard only; the
     /// cleanup worker purges the table).
     pub fn purge(&self, now: i64) {

@@ -96,6 +96,10 @@ pub(crate) async fn create(
         None => {}
     }
 
+    if let Some(k) = &kyc_data {
+        kyc::check_for_subprovider(&state, &code, k)?;
+    }
+
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     let user =
@@ -145,6 +149,9 @@ pub(crate) async fn create(
             other => other.into(),
         })?;
     tx.commit().await.map_err(StoreError::from)?;
+    if let Some(k) = &kyc_data {
+        kyc::submit_to_provider(&state, &mut holder, k).await?;
+    }
     Ok(reply(cardholder_view(holder)))
 }
 

@@ -1,7 +1,7 @@
 use super::filters;
 use crate::flows::status::{self, Change};
 use crate::flows::topup::MoveRequest;
-use crate::flows::{card_for_user, issue, kyc, required_user, topup};
+use crate::flows::{card_for_user, details, issue, kyc, required_user, topup};
 use crate::pipeline::idempotency;
 use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
 use crate::state::AppState;
@@ -16,7 +16,7 @@ use issuing_wire::api::{
     Card, CardBalance, CardBalanceResponse, CardRef, CardStatusResponse, CardsFreeze, Limits, Page,
     Pricing, ProductList,
 };
-use issuing_wire::{ApiError, ErrorSlug, PageRequest};
+use issuing_wire::{ApiError, PageRequest};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -105,45 +105,37 @@ pub(crate) async fn details(
     Payload(r): Payload<CardRef>,
 ) -> ApiResult<serde_json::Value> {
     let (card, mut conn) = load(&state, &caller, &r).await?;
-    let plaintext = state
-        .catalog()
-        .subprovider(&card.subprovider_code)
-        .is_some_and(|s| s.plaintext_details);
-    if !plaintext {
-        return Err(ApiError::new(
-            ErrorSlug::CardDetailsPlaintextUnavailable,
-            "The card's provider does not expose plaintext card details",
-        )
-        .into());
-    }
-    let sealed = card.secrets_enc.as_deref().ok_or_else(|| {
-        ApiError::new(
-            ErrorSlug::CardNotActive,
-            format!("Card is {}; it has no details yet", card.status),
-        )
-    })?;
-    let secrets: serde_json::Value = state
-        .master
-        .open(sealed)
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| {
-            tracing::error!(card_id = %card.id, "card secrets cannot be opened with the master key");
-            ApiError::internal()
-        })?;
-    let holder = cardholders::get(&mut conn, &caller.project_id, &card.cardholder_id)
+    let kyc = cardholders::get(&mut conn, &caller.project_id, &card.cardholder_id)
         .await?
-        .and_then(|h| kyc::read(&state, &h))
+        .and_then(|h| kyc::read(&state, &h));
+    // No connection is held across a provider call.
+    drop(conn);
+    let secrets = details::open(&state, &card).await?;
+    let billing_address = match state.providers.lithic(&card.subprovider_code) {
+        Some(_) => kyc
+            .as_ref()
+            .and_then(|k| k.address.clone())
+            .map(|a| {
+                json!({
+                    "line1": a.line1, "line2": a.line2, "city": a.city, "state": a.state,
+                    "postal_code": a.postal_code, "country_iso": a.country_iso,
+                })
+            })
+            .unwrap_or(serde_json::Value::Null),
+        None => SANDBOX_BILLING_ADDRESS(),
+    };
+    let holder = kyc
         .map(|k| json!({ "first_name": k.first_name, "last_name": k.last_name, "name": format!("{} {}", k.first_name, k.last_name) }))
         .unwrap_or(serde_json::Value::Null);
     Ok(reply(json!({
         "card_id": card.id,
         "status": card.status,
         "details": {
-            "card_number": secrets["pan"],
-            "cvv": secrets["cvv"],
+            "card_number": secrets.card_number,
+            "cvv": secrets.cvv,
             "expiry_month": card.expiry_month,
             "expiry_year": card.expiry_year,
-            "billing_address": SANDBOX_BILLING_ADDRESS(),
+            "billing_address": billing_address,
         },
         "holder": holder,
     })))

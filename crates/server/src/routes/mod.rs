@@ -3,11 +3,14 @@
 
 mod cardholders;
 mod cards;
+mod decision;
 mod filters;
+mod limits;
 pub(crate) mod orders;
 mod project;
 mod ready;
-mod simulate;
+mod rules;
+pub(crate) mod simulate;
 mod simulate_deposit;
 mod system;
 mod threeds;
@@ -50,12 +53,23 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/cards/txs", post(cards::txs))
         .route("/cards/close", post(cards::close))
         .route("/cards/3ds/confirm", post(threeds::confirm))
+        .route("/cards/limits/set", post(limits::set))
+        .route("/cards/limits/get", post(limits::get))
+        .route("/rules/create", post(rules::create))
+        .route("/rules/update", post(rules::update))
+        .route("/rules/get", post(rules::get))
+        .route("/rules/list", post(rules::list))
+        .route("/rules/delete", post(rules::delete))
+        .route("/rules/results", post(rules::results))
         .route("/orders/check", post(orders::check))
         .route("/wh/subscribe", post(webhooks::subscribe))
         .route("/wh/unsubscribe", post(webhooks::unsubscribe))
         .route("/wh/subscriptions", post(webhooks::list))
         .route("/wh/deliveries", post(webhooks::deliveries))
-        .route("/wh/redeliver", post(webhooks::redeliver));
+        .route("/wh/redeliver", post(webhooks::redeliver))
+        .route("/wh/decision/set", post(decision::set))
+        .route("/wh/decision/get", post(decision::get))
+        .route("/wh/decision/delete", post(decision::delete));
     // CONTRACT §7: the simulation endpoints exist only in the sandbox; in production
     // they are unknown paths (404).
     let api = if state.config.mode == Mode::Sandbox {
@@ -97,6 +111,9 @@ pub(crate) fn router(state: AppState) -> Router {
         )
         // Readiness probe: 503 while the database does not answer.
         .route("/ready", get(ready::ready).with_state(state.clone()))
+        // What Lithic sends us (CONTRACT §14): signed by Lithic, outside the envelope
+        // and outside our API's document (Lithic's API defines them).
+        .merge(crate::provider::lithic::routes(state.clone()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::pipeline::timeout::timeout_layer,

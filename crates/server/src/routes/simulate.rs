@@ -120,15 +120,21 @@ pub(crate) async fn auth(
     caller: Caller,
     Payload(req): Payload<SimRequest>,
 ) -> ApiResult<Value> {
-    let card_id = card_id(&req)?;
+    let message = authorization(&req)?;
+    run(&state, &caller, &req, message).await
+}
+
+/// The authorization request a simulate/cards/auth body describes (the console's
+/// `Simulate authorization` builds the same body).
+pub(crate) fn authorization(req: &SimRequest) -> Result<Message, ApiError> {
+    let card_id = card_id(req)?;
     let amount = required_amount(&req.transaction_amount, "transactionAmount")?;
-    let purchase = purchase(&req, amount)?;
-    let message = Message::Authorization {
+    let purchase = purchase(req, amount)?;
+    Ok(Message::Authorization {
         card_id,
         amount,
         purchase,
-    };
-    run(&state, &caller, &req, message).await
+    })
 }
 
 /// With `transactionId`: clears that authorization. With `card_id` and `billAmount`

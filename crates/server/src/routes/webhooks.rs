@@ -4,7 +4,7 @@
 use super::filters;
 use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
 use crate::state::AppState;
-use crate::webhooks::guard;
+use crate::webhooks::{guard, redeliver};
 use crate::Mode;
 use axum::extract::State;
 use issuing_domain::ids::new_id;
@@ -14,7 +14,6 @@ use issuing_domain::webhooks::{
 };
 use issuing_store::deliveries::{self, DeliveryFilter, DeliveryRecord};
 use issuing_store::subscriptions::{self, SubscriptionRecord};
-use issuing_store::wakeup::{announce, Queue};
 use issuing_wire::api::{
     Delivery, Page, RedeliverResponse, Subscription, WhSubscribe, WhUnsubscribe,
 };
@@ -61,7 +60,7 @@ pub(crate) async fn subscribe(
     let title = title(req.title)?;
     let event_types = parse_event_types(&req.event_types)?;
     if state.config.mode == Mode::Production {
-        guard::check_subscription(&url).await?;
+        guard::check_subscription(&url, &state.config.webhook_allowed_networks).await?;
     }
     let now = now_micros();
     let record = SubscriptionRecord {
@@ -215,26 +214,9 @@ pub(crate) async fn redeliver(
     if subscription_id.len() > 1 {
         return Err(ApiError::validation("give at most one subscription_id").into());
     }
-    let now = now_micros();
-    let mut tx = state.store.begin().await?;
     let result = match (delivery_id, since) {
         (Some(id), None) => {
-            let found = deliveries::get(&mut tx, &caller.project_id, &id).await?;
-            if found.is_none() {
-                return Err(
-                    ApiError::new(ErrorSlug::DeliveryNotFound, "Delivery not found").into(),
-                );
-            }
-            if !deliveries::redeliver(&mut tx, &caller.project_id, &id, now).await? {
-                return Err(ApiError::new(
-                    ErrorSlug::SubscriptionInactive,
-                    "The delivery's subscription is inactive",
-                )
-                .into());
-            }
-            let d = deliveries::get(&mut tx, &caller.project_id, &id)
-                .await?
-                .ok_or_else(ApiError::internal)?;
+            let d = redeliver::one(&state, &caller.project_id, &id).await?;
             RedeliverResponse {
                 queued: 1,
                 delivery: Some(delivery_view(d)),
@@ -242,13 +224,12 @@ pub(crate) async fn redeliver(
             }
         }
         (None, Some(since)) => {
-            let queued = deliveries::redeliver_failed_since(
-                &mut tx,
+            let queued = redeliver::failed_since(
+                &state,
                 &caller.project_id,
                 since,
                 subscription_id.first().map(String::as_str),
                 REDELIVER_BATCH,
-                now,
             )
             .await?;
             RedeliverResponse {
@@ -261,10 +242,5 @@ pub(crate) async fn redeliver(
             return Err(ApiError::validation("give either delivery_id or since").into());
         }
     };
-    if result.queued > 0 {
-        announce(&mut tx, Queue::Deliveries).await?;
-    }
-    tx.commit().await.map_err(issuing_store::StoreError::from)?;
-    state.deliveries_wakeup.notify_one();
     Ok(reply(result))
 }

@@ -1,10 +1,11 @@
-//! Sending one attempt. Only HTTP 200 with a JSON body holding `"success": true`
+//! Sending one attempt (and, through `post`, one decision request). Only HTTP 200 with a JSON body holding `"success": true`
 //! counts as delivered (CONTRACT §6); any other status or body, a timeout or a refused
 //! connection is a failed attempt. Redirects are never followed: a receiver could
 //! otherwise point the service at any address.
 
 use super::guard::{check_literal, PublicOnlyResolver};
 use crate::Mode;
+use issuing_domain::webhooks::AllowedNetworks;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,11 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// Idle connections kept per receiver host between attempts.
 const IDLE_PER_HOST: usize = 4;
 
-pub(crate) fn client(mode: Mode, timeout: Duration) -> reqwest::Result<reqwest::Client> {
+pub(crate) fn client(
+    mode: Mode,
+    timeout: Duration,
+    allowed: &AllowedNetworks,
+) -> reqwest::Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
@@ -21,7 +26,11 @@ pub(crate) fn client(mode: Mode, timeout: Duration) -> reqwest::Result<reqwest::
         .pool_max_idle_per_host(IDLE_PER_HOST)
         .user_agent(concat!("issuing-webhooks/", env!("CARGO_PKG_VERSION")));
     match mode {
-        Mode::Production => builder.dns_resolver(Arc::new(PublicOnlyResolver)).build(),
+        Mode::Production => builder
+            .dns_resolver(Arc::new(PublicOnlyResolver {
+                allowed: allowed.clone(),
+            }))
+            .build(),
         Mode::Sandbox => builder.build(),
     }
 }
@@ -48,51 +57,100 @@ impl Attempt {
     }
 }
 
-pub(crate) async fn send(
+/// A receiver's answer: its status and (at most `MAX_RESPONSE_BYTES` of) its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Why no whole answer came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NoReply {
+    pub status: Option<u16>,
+    pub error: String,
+    /// The time ran out (the connection, the request or the body).
+    pub timed_out: bool,
+}
+
+impl NoReply {
+    fn new(status: Option<u16>, error: impl Into<String>) -> NoReply {
+        NoReply {
+            status,
+            error: error.into(),
+            timed_out: false,
+        }
+    }
+}
+
+/// POSTs a sealed body with the project's `API-KEY` header: no redirects, the literal
+/// address checked in production (private addresses only inside `allowed`), the answer read within the client's (or `timeout`'s)
+/// time and bound. Shared by webhook deliveries and the decision webhook.
+pub(crate) async fn post(
     client: &reqwest::Client,
     mode: Mode,
+    allowed: &AllowedNetworks,
     url: &str,
     api_key: &str,
     body: String,
-) -> Attempt {
-    let url = match reqwest::Url::parse(url) {
-        Ok(u) => u,
-        Err(e) => return Attempt::failed(None, format!("invalid url: {e}")),
-    };
+    timeout: Option<Duration>,
+) -> Result<Reply, NoReply> {
+    let url =
+        reqwest::Url::parse(url).map_err(|e| NoReply::new(None, format!("invalid url: {e}")))?;
     if mode == Mode::Production {
-        if let Err(e) = check_literal(&url) {
-            return Attempt::failed(None, e);
-        }
+        check_literal(&url, allowed).map_err(|e| NoReply::new(None, e))?;
     }
-    let response = client
+    let mut request = client
         .post(url)
         .header("API-KEY", api_key)
         .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await;
-    let mut response = match response {
-        Ok(r) => r,
-        Err(e) => return Attempt::failed(None, describe(&e)),
+        .body(body);
+    if let Some(t) = timeout {
+        request = request.timeout(t);
+    }
+    let failed = |status, e: reqwest::Error| NoReply {
+        status,
+        error: describe(&e),
+        timed_out: e.is_timeout(),
     };
+    let mut response = request.send().await.map_err(|e| failed(None, e))?;
     let status = response.status().as_u16();
     let mut bytes = Vec::new();
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Attempt::failed(Some(status), "response body too large");
+                    return Err(NoReply::new(Some(status), "response body too large"));
                 }
                 bytes.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return Attempt::failed(Some(status), describe(&e)),
+            Err(e) => return Err(failed(Some(status), e)),
         }
     }
+    Ok(Reply {
+        status,
+        body: bytes,
+    })
+}
+
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    mode: Mode,
+    allowed: &AllowedNetworks,
+    url: &str,
+    api_key: &str,
+    body: String,
+) -> Attempt {
+    let reply = match post(client, mode, allowed, url, api_key, body, None).await {
+        Ok(r) => r,
+        Err(e) => return Attempt::failed(e.status, e.error),
+    };
+    let status = reply.status;
     if status != 200 {
         return Attempt::failed(Some(status), format!("receiver answered HTTP {status}"));
     }
-    let acknowledged = serde_json::from_slice::<serde_json::Value>(&bytes)
+    let acknowledged = serde_json::from_slice::<serde_json::Value>(&reply.body)
         .ok()
         .is_some_and(|v| v.get("success") == Some(&serde_json::Value::Bool(true)));
     if acknowledged {

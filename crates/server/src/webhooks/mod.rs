@@ -5,3 +5,4 @@
 pub(crate) mod guard;
 pub(crate) mod http;
 pub(crate) mod payload;
+pub(crate) mod redeliver;

@@ -38,8 +38,19 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
-    let client = match http::client(state.config.mode, state.config.webhook_timeout) {
+/// Runs until `shutdown`; attempts in flight then finish and record their outcome,
+/// unless `hand_back` comes first: then they are cut off and their claims released, so
+/// the next server sends them at once instead of when the leases run out.
+pub(crate) async fn run(
+    state: AppState,
+    mut shutdown: watch::Receiver<bool>,
+    mut hand_back: watch::Receiver<bool>,
+) {
+    let client = match http::client(
+        state.config.mode,
+        state.config.webhook_timeout,
+        &state.config.webhook_allowed_networks,
+    ) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the webhook HTTP client; no webhooks will be sent");
@@ -62,9 +73,9 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
             match claim(&state, &skip, limit).await {
                 Ok(batch) if !batch.is_empty() => {
                     for claimed in batch {
-                        let sub = claimed.delivery.subscription_id.clone();
-                        let handle = tasks.spawn(attempt(state.clone(), client.clone(), claimed));
-                        slots.add(handle.id(), sub);
+                        let handle =
+                            tasks.spawn(attempt(state.clone(), client.clone(), claimed.clone()));
+                        slots.add(handle.id(), claimed);
                     }
                     continue;
                 }
@@ -81,26 +92,56 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
         }
     }
     // Attempts in flight end within their timeout; let them record their outcome.
-    while tasks.join_next().await.is_some() {}
+    loop {
+        tokio::select! {
+            done = tasks.join_next_with_id() => match done {
+                Some(done) => slots.done(task_id(done)),
+                None => return,
+            },
+            _ = hand_back.changed() => break,
+        }
+    }
+    tasks.abort_all();
+    while let Some(done) = tasks.join_next_with_id().await {
+        slots.done(task_id(done));
+    }
+    let cut = slots.running.len();
+    let mut released = 0usize;
+    if let Ok(mut conn) = state.store.conn().await {
+        for claimed in slots.running.values() {
+            // An outcome recorded meanwhile released the claim already; this then
+            // changes nothing.
+            if deliveries::release(&mut conn, claimed).await.is_ok() {
+                released += 1;
+            }
+        }
+    }
+    tracing::info!(
+        cut,
+        released,
+        "stopping: webhook attempts in flight handed back"
+    );
 }
 
-/// Which subscription each running attempt is for, and how many run per subscription.
+/// The claim each running attempt holds, and how many run per subscription.
 #[derive(Default)]
 struct Slots {
-    running: HashMap<Id, String>,
+    running: HashMap<Id, Claimed>,
     per_sub: HashMap<String, usize>,
 }
 
 impl Slots {
-    fn add(&mut self, id: Id, sub: String) {
-        *self.per_sub.entry(sub.clone()).or_default() += 1;
-        self.running.insert(id, sub);
+    fn add(&mut self, id: Id, claimed: Claimed) {
+        let sub = claimed.delivery.subscription_id.clone();
+        *self.per_sub.entry(sub).or_default() += 1;
+        self.running.insert(id, claimed);
     }
 
     fn done(&mut self, id: Id) {
-        let Some(sub) = self.running.remove(&id) else {
+        let Some(claimed) = self.running.remove(&id) else {
             return;
         };
+        let sub = claimed.delivery.subscription_id;
         if let Some(n) = self.per_sub.get_mut(&sub) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -208,7 +249,7 @@ async fn deliver(
     };
     let Some(info) = info.filter(|i| i.subscription_active) else {
         let outcome = ended("subscription is inactive");
-        return finish(state, &claimed, &outcome, false).await;
+        return finish(state, &claimed, &outcome, Receiver::NotAsked).await;
     };
     let Some(secret) = key
         .as_ref()
@@ -217,7 +258,7 @@ async fn deliver(
         // Nothing to seal with: the project has no usable key. Retried like any failure.
         tracing::error!(project_id = %d.project_id, "no usable API key to seal a webhook with");
         let outcome = retry_or_fail(state, d, None, "project has no usable API key".into());
-        return finish(state, &claimed, &outcome, false).await;
+        return finish(state, &claimed, &outcome, Receiver::NotAsked).await;
     };
     let api_key = key.map(|k| k.api_key).unwrap_or_default();
     let deadline = claimed.locked_until - micros(START_SLACK);
@@ -231,7 +272,15 @@ async fn deliver(
         plain.to_string().as_bytes(),
     );
     let body = serde_json::json!({ "encrypted": sealed }).to_string();
-    let result = http::send(client, state.config.mode, &info.url, &api_key, body).await;
+    let result = http::send(
+        client,
+        state.config.mode,
+        &state.config.webhook_allowed_networks,
+        &info.url,
+        &api_key,
+        body,
+    )
+    .await;
     let status = result.status.map(i64::from);
     let outcome = match &result.error {
         None => Outcome {
@@ -250,7 +299,23 @@ async fn deliver(
     };
     tracing::debug!(delivery_id = %d.id, state = outcome.state, status = ?status, "webhook attempt");
     state.metrics.webhook_attempt(outcome.state);
-    finish(state, &claimed, &outcome, result.gone()).await
+    let receiver = match &result.error {
+        None => Receiver::Succeeded,
+        Some(_) if result.gone() => Receiver::Gone,
+        Some(_) => Receiver::Failed,
+    };
+    finish(state, &claimed, &outcome, receiver).await
+}
+
+/// What the receiver made of an attempt; it decides the subscription's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Receiver {
+    /// Nothing was sent (the subscription ended, or nothing to seal with).
+    NotAsked,
+    Succeeded,
+    Failed,
+    /// 410 Gone: the receiver asks to be unsubscribed.
+    Gone,
 }
 
 fn ended(reason: &str) -> Outcome {
@@ -296,48 +361,109 @@ async fn finish(
     state: &AppState,
     claimed: &Claimed,
     outcome: &Outcome,
-    gone: bool,
+    receiver: Receiver,
 ) -> Result<(), StoreError> {
     let d = &claimed.delivery;
     let (claimed_op, outcome_op) = (claimed.clone(), outcome.clone());
+    let disable_after = micros(state.config.webhook_disable_after);
     let recorded = state
         .webhook_outcomes
         .run(move |conn| {
-            Box::pin(async move { record(conn, &claimed_op, &outcome_op, gone).await })
+            Box::pin(async move {
+                record(conn, &claimed_op, &outcome_op, receiver, disable_after).await
+            })
         })
         .await?;
-    if !recorded {
-        tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile");
+    match recorded {
+        Recorded::Lost => {
+            tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile")
+        }
+        Recorded::Kept => {}
+        Recorded::Deactivated(reason) => {
+            state.metrics.upkeep.deactivated(reason);
+            tracing::warn!(
+                project_id = %d.project_id,
+                subscription_id = %d.subscription_id,
+                reason,
+                "webhook subscription deactivated; its pending deliveries failed"
+            );
+        }
     }
     Ok(())
+}
+
+/// What recording an outcome did.
+enum Recorded {
+    /// Nothing: the claim was lost or the delivery ended meanwhile.
+    Lost,
+    Kept,
+    /// The subscription was deactivated: `gone` or `failing`.
+    Deactivated(&'static str),
 }
 
 async fn record(
     conn: &mut issuing_store::Conn,
     claimed: &Claimed,
     outcome: &Outcome,
-    gone: bool,
-) -> Result<bool, StoreError> {
+    receiver: Receiver,
+    disable_after: i64,
+) -> Result<Recorded, StoreError> {
     let d = &claimed.delivery;
+    let (project, sub) = (d.project_id.as_str(), d.subscription_id.as_str());
     let now = now_micros();
-    let recorded = deliveries::record(conn, claimed, outcome, now).await?;
-    if recorded && gone {
-        subscriptions::deactivate(
-            conn,
-            &d.project_id,
-            &d.subscription_id,
-            "receiver answered 410 Gone",
-            now,
-        )
-        .await?;
-        tracing::info!(subscription_id = %d.subscription_id, "receiver answered 410 Gone; subscription deactivated");
+    if !deliveries::record(conn, claimed, outcome, now).await? {
+        return Ok(Recorded::Lost);
     }
-    Ok(recorded)
+    let reason = match receiver {
+        Receiver::NotAsked => None,
+        Receiver::Succeeded => {
+            subscriptions::note_success(conn, project, sub).await?;
+            None
+        }
+        Receiver::Gone => Some(("gone", "receiver answered 410 Gone")),
+        Receiver::Failed => {
+            let since = subscriptions::note_failure(conn, project, sub, now).await?;
+            // CONTRACT §13: every attempt failed for webhook_disable_after (0: never).
+            let failing = disable_after > 0 && since.is_some_and(|s| now - s >= disable_after);
+            failing.then_some(("failing", subscriptions::FAILING))
+        }
+    };
+    let Some((label, reason)) = reason else {
+        return Ok(Recorded::Kept);
+    };
+    if subscriptions::deactivate(conn, project, sub, reason, now).await? {
+        return Ok(Recorded::Deactivated(label));
+    }
+    Ok(Recorded::Kept)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn claimed_for(subscription: &str) -> Claimed {
+        Claimed {
+            delivery: deliveries::DeliveryRecord {
+                id: "d".into(),
+                project_id: "p".into(),
+                event_id: "e".into(),
+                subscription_id: subscription.into(),
+                event_type: "card.freeze".into(),
+                state: "pending".into(),
+                attempts: 1,
+                last_status: None,
+                last_error: None,
+                last_attempt_at: None,
+                next_attempt_at: Some(0),
+                window_start: 0,
+                created_at: 0,
+                updated_at: 0,
+                completed_at: None,
+            },
+            token: "t".into(),
+            locked_until: 0,
+        }
+    }
 
     #[tokio::test]
     async fn a_batch_never_takes_a_subscription_past_its_limit() {
@@ -347,12 +473,12 @@ mod tests {
         let mut set = JoinSet::new();
         for _ in 0..(PER_SUBSCRIPTION - 2) {
             let h = set.spawn(async {});
-            slots.add(h.id(), "busy".into());
+            slots.add(h.id(), claimed_for("busy"));
         }
         assert_eq!(slots.batch_limit(MAX_IN_FLIGHT), 2);
         for _ in 0..2 {
             let h = set.spawn(async {});
-            slots.add(h.id(), "busy".into());
+            slots.add(h.id(), claimed_for("busy"));
         }
         // At its limit it is skipped by the claim, so it no longer bounds the batch.
         assert_eq!(slots.saturated(), vec!["busy".to_owned()]);

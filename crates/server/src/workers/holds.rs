@@ -3,8 +3,12 @@
 //! and its money returns to the card. Every process runs it; the release is
 //! conditional on the hold still being open, so two processes never release one hold
 //! twice. Bounded batches keep each pass short.
+//!
+//! The same pass resolves authorizations whose decision webhook was never answered in
+//! the process that asked (it crashed): past their deadline and a margin, each is
+//! decided by its stored `on_timeout` (`network::decision::recover`).
 
-use crate::network::release;
+use crate::network::{decision, release};
 use crate::state::AppState;
 use issuing_domain::time::now_micros;
 use issuing_store::card_txs;
@@ -19,6 +23,11 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
         tokio::select! {
             _ = tokio::time::sleep(INTERVAL) => {}
             _ = shutdown.changed() => return,
+        }
+        match decision::recover(&state).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(resolved = n, "awaited decisions resolved by on_timeout"),
+            Err(e) => tracing::warn!(error = %e, "could not resolve overdue decisions; will retry"),
         }
         let due = async {
             let mut conn = state.store.conn().await?;

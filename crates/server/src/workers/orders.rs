@@ -36,7 +36,15 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+/// Runs until `shutdown`; the order in hand is finished first, unless `hand_back` comes
+/// before: then its step is cut short (nothing of it is committed, and the provider call
+/// is repeated with the same idempotency key) and the order is released for the next
+/// worker at once instead of when its lease runs out.
+pub(crate) async fn run(
+    state: AppState,
+    mut shutdown: watch::Receiver<bool>,
+    mut hand_back: watch::Receiver<bool>,
+) {
     let worker_id = new_id();
     loop {
         if *shutdown.borrow() {
@@ -45,9 +53,15 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
         match claim(&state, &worker_id).await {
             Ok(Some(order)) => {
                 let id = order.id.clone();
-                if let Err(e) = process(&state, &worker_id, order).await {
-                    // The lease expires and the order is retried from its saved step.
-                    tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
+                tokio::select! {
+                    done = process(&state, &worker_id, order) => if let Err(e) = done {
+                        // The lease expires and the order is retried from its saved step.
+                        tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
+                    },
+                    _ = hand_back.changed() => {
+                        release(&state, &id, &worker_id).await;
+                        return;
+                    }
                 }
                 continue;
             }
@@ -59,6 +73,18 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
             _ = tokio::time::sleep(POLL) => {}
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+async fn release(state: &AppState, order_id: &str, worker_id: &str) {
+    let released = async {
+        let mut conn = state.store.conn().await?;
+        orders::release(&mut conn, order_id, worker_id).await
+    };
+    match released.await {
+        Ok(()) => tracing::info!(order_id, "stopping: order handed back for the next worker"),
+        // Its lease runs out instead.
+        Err(e) => tracing::warn!(order_id, error = %e, "stopping: could not hand an order back"),
     }
 }
 
@@ -182,8 +208,12 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                 .and_then(|h| crate::flows::kyc::read(state, &h))
                 .map(|k| format!("{} {}", k.first_name, k.last_name))
                 .unwrap_or_default();
-                let result = bounded(state.provider.create_card(CreateCard {
+                let provider = state.providers.get(&card.subprovider_code);
+                let result = bounded(provider.create_card(CreateCard {
                     idempotency_key: &order.id,
+                    project_id: &project_id,
+                    card_id: &card_id,
+                    cardholder_id: &card.cardholder_id,
                     subprovider_code: &card.subprovider_code,
                     product_code: &card.product_code,
                     card_currency: &card.card_currency,
@@ -192,8 +222,10 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                 .await;
                 match result {
                     Ok(issued) => {
-                        let secrets = serde_json::json!({ "pan": issued.secrets.pan, "cvv": issued.secrets.cvv });
-                        let sealed = state.master.seal(secrets.to_string().as_bytes());
+                        let sealed = issued.secrets.as_ref().map(|s| {
+                            let secrets = serde_json::json!({ "pan": s.pan, "cvv": s.cvv });
+                            state.master.seal(secrets.to_string().as_bytes())
+                        });
                         let now = now_micros();
                         order.issue_status = Some("card_create_done".into());
                         order.is_issued = Some(true);
@@ -207,10 +239,10 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                             &card_id,
                             &cards::Issued {
                                 provider_card_id: &issued.provider_card_id,
-                                label: &issued.secrets.label(),
-                                secrets_enc: &sealed,
-                                expiry_month: issued.secrets.expiry_month,
-                                expiry_year: issued.secrets.expiry_year,
+                                label: &issued.label,
+                                secrets_enc: sealed.as_deref(),
+                                expiry_month: issued.expiry_month,
+                                expiry_year: issued.expiry_year,
                                 now,
                             },
                         )
@@ -237,9 +269,11 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                 order.issue_status = Some("initial_topup_in_progress".into());
                 let amount = amount_in(&order.data, &["initial_topup", "amount"]);
                 let fee = amount_in(&order.data, &["initial_topup", "fee"]);
-                let provider_card_id = provider_card(state, &project_id, &card_id).await?;
+                let (subprovider, provider_card_id) =
+                    provider_card(state, &project_id, &card_id).await?;
                 let key = format!("{}:initial_topup", order.id);
-                match bounded(state.provider.topup(&key, &provider_card_id, amount)).await {
+                let provider = state.providers.get(&subprovider);
+                match bounded(provider.topup(&key, &provider_card_id, amount)).await {
                     Ok(()) => {
                         order.issue_status = Some("initial_topup_done".into());
                         order.last_error = None;
@@ -277,15 +311,16 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
     }
 }
 
+/// The card's subprovider and the provider's id of the card.
 async fn provider_card(
     state: &AppState,
     project_id: &str,
     card_id: &str,
-) -> Result<String, StoreError> {
+) -> Result<(String, String), StoreError> {
     let mut conn = state.store.conn().await?;
     cards::get(&mut conn, project_id, card_id)
         .await?
-        .and_then(|c| c.provider_card_id)
+        .and_then(|c| Some((c.subprovider_code, c.provider_card_id?)))
         .ok_or(StoreError::NotFound("provider card"))
 }
 
@@ -413,8 +448,9 @@ async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
     let fee = amount_in(&order.data, &["fee"]);
     order.status = "processing".into();
     order.topup_status = Some("provider_in_progress".into());
-    let provider_card_id = provider_card(state, &project_id, &card_id).await?;
-    let result = bounded(state.provider.topup(&order.id, &provider_card_id, amount)).await;
+    let (subprovider, provider_card_id) = provider_card(state, &project_id, &card_id).await?;
+    let provider = state.providers.get(&subprovider);
+    let result = bounded(provider.topup(&order.id, &provider_card_id, amount)).await;
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     match result {
@@ -452,13 +488,9 @@ async fn withdraw(
     let project_id = order.project_id.clone();
     let amount = amount_in(&order.data, &["amount"]);
     order.status = "processing".into();
-    let provider_card_id = provider_card(state, &project_id, &card_id).await?;
-    let result = bounded(
-        state
-            .provider
-            .withdraw(&order.id, &provider_card_id, amount),
-    )
-    .await;
+    let (subprovider, provider_card_id) = provider_card(state, &project_id, &card_id).await?;
+    let provider = state.providers.get(&subprovider);
+    let result = bounded(provider.withdraw(&order.id, &provider_card_id, amount)).await;
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     let in_flight = || Acct::Project(AccountKind::InFlight);

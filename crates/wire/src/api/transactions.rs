@@ -43,6 +43,37 @@ pub struct CardTxData {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_transaction_id: Option<String>,
+    /// Why rules or a limit declined it (CONTRACT §11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline: Option<Decline>,
+    /// The decision webhook's `reason`, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_reason: Option<String>,
+}
+
+/// The `decline` object of a declined authorization: `rule_ids` for rules; the limit
+/// (`interval`, `limit`, `count`, `window_seconds`, `mccs`) and what its window had
+/// counted (`spent`, `used_count`) for a limit. Amounts are JSON numbers, like the
+/// other amounts of `card_tx_data`.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decline {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mccs: Option<Vec<String>>,
 }
 
 /// A merchant: on transactions, and in simulation requests (fields left out get the

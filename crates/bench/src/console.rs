@@ -1,0 +1,556 @@
+//! The `console` scenario: the operator console's pages at size. It seeds the demo
+//! project straight into the database with 100,000 cards and 1,000,000 card
+//! transactions (times `--scale`), a tenth of them on one card, and 100,000 webhook
+//! deliveries, then signs in and times every page: the lists (first and a deep page),
+//! a card with many transactions, search by last 4 and by external_user_id, one
+//! transaction, the overview with its chart. Rows are seeded settled (nothing held),
+//! so `verify-ledger` still holds afterwards.
+
+use crate::load::{self, Outcome};
+use crate::scenarios::Row;
+use anyhow::Context;
+use sqlx::{AnyConnection, Connection};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const CARDS: usize = 100_000;
+const TRANSACTIONS: usize = 1_000_000;
+/// One card in ten transactions' worth: the card page with many transactions.
+const HOT_SHARE: usize = 10;
+const DELIVERIES: usize = 100_000;
+/// Requests per page, and how many at once (a few operators, not a crowd).
+const REQUESTS_PER_PAGE: usize = 200;
+const CONCURRENCY: usize = 4;
+/// Rows per INSERT statement (under SQLite's 32,766 bound variables).
+const BATCH: usize = 1_000;
+const DAY: i64 = 24 * 3600 * 1_000_000;
+
+/// What the console scenario needs of the server.
+pub struct Target {
+    pub console_url: String,
+    pub email: String,
+    pub password: String,
+    pub database_url: String,
+    pub project_id: String,
+}
+
+enum Val {
+    Text(String),
+    Int(i64),
+    NullText,
+    NullInt,
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// A seeded id of kind `kind` (ids are 24 hex characters; seeded ones start with `be`).
+fn id(kind: u8, n: usize) -> String {
+    format!("be{kind:02x}{n:020x}")
+}
+
+async fn insert(
+    conn: &mut AnyConnection,
+    table: &str,
+    columns: &[&str],
+    rows: Vec<Vec<Val>>,
+) -> anyhow::Result<()> {
+    for chunk in rows.chunks(BATCH) {
+        let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+        let mut n = 0;
+        for (r, row) in chunk.iter().enumerate() {
+            if r > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            for c in 0..row.len() {
+                if c > 0 {
+                    sql.push_str(", ");
+                }
+                n += 1;
+                sql.push_str(&format!("${n}"));
+            }
+            sql.push(')');
+        }
+        let mut q = sqlx::query(&sql);
+        for row in chunk {
+            for v in row {
+                q = match v {
+                    Val::Text(s) => q.bind(s.as_str()),
+                    Val::Int(i) => q.bind(*i),
+                    Val::NullText => q.bind(None::<String>),
+                    Val::NullInt => q.bind(None::<i64>),
+                };
+            }
+        }
+        q.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// What the timed pages look for.
+struct Seeded {
+    hot_card: String,
+    card_cursor: String,
+    hot_cursor: String,
+    last4: String,
+    external_user_id: String,
+    transaction: String,
+}
+
+async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
+    let n = |base: usize| ((base as f64 * scale).round() as usize).max(10);
+    let (cards, txs, deliveries) = (n(CARDS), n(TRANSACTIONS), n(DELIVERIES));
+    sqlx::any::install_default_drivers();
+    let mut conn = AnyConnection::connect(&t.database_url)
+        .await
+        .context("connecting to the benchmark's database")?;
+    let now = now_micros();
+    let p = || Val::Text(t.project_id.clone());
+    // Statement by statement, not one transaction: the server keeps writing meanwhile
+    // (on SQLite it would wait for the whole seed).
+    let tx = &mut conn;
+    // Users, cardholders, cards and their two accounts each, over the last 30 days.
+    let card_at = |i: usize| now - 30 * DAY + (i as i64) * (30 * DAY / cards as i64);
+    let mut users = Vec::with_capacity(cards);
+    let mut holders = Vec::with_capacity(cards);
+    let mut card_rows = Vec::with_capacity(cards);
+    let mut accounts = Vec::with_capacity(cards * 2);
+    for i in 0..cards {
+        let at = card_at(i);
+        let ext = format!("seed-user-{i}");
+        users.push(vec![
+            Val::Text(id(1, i)),
+            p(),
+            Val::Text(ext.clone()),
+            Val::Int(at),
+            Val::Int(at),
+        ]);
+        holders.push(vec![
+            Val::Text(id(2, i)),
+            p(),
+            Val::Text(id(1, i)),
+            Val::Text(ext.clone()),
+            Val::Text("sandbox".into()),
+            Val::NullText,
+            Val::Text("completed".into()),
+            Val::Text("approved".into()),
+            Val::Text("basic".into()),
+            Val::Int(at),
+            Val::Int(at),
+        ]);
+        // Last 4 digits: 10,000 values, about ten cards each at full size.
+        let last4 = format!("{:04}", (i * 7919) % 10_000);
+        card_rows.push(vec![
+            Val::Text(id(3, i)),
+            p(),
+            Val::Text(id(1, i)),
+            Val::Text(ext),
+            Val::Text(id(2, i)),
+            Val::Text("virtual_usd".into()),
+            Val::Text("sandbox".into()),
+            Val::Text("USD".into()),
+            Val::Text(if i % 50 == 0 { "frozen" } else { "active" }.into()),
+            Val::Text(last4),
+            Val::Text(format!("seed-provider-{i}")),
+            Val::Int(12),
+            Val::Int(2030),
+            Val::Int(at),
+            Val::Int(at),
+            Val::Int(at),
+            Val::Int(at),
+        ]);
+        for (k, kind) in [(4u8, "card"), (5u8, "card_hold")] {
+            accounts.push(vec![
+                Val::Text(id(k, i)),
+                p(),
+                Val::Text(kind.into()),
+                Val::Text(id(3, i)),
+                Val::Text("usdt".into()),
+                Val::Int(0),
+                Val::Int(0),
+                Val::Int(at),
+            ]);
+        }
+    }
+    insert(
+        tx,
+        "users",
+        &[
+            "id",
+            "project_id",
+            "external_user_id",
+            "created_at",
+            "updated_at",
+        ],
+        users,
+    )
+    .await?;
+    insert(
+        tx,
+        "cardholders",
+        &[
+            "id",
+            "project_id",
+            "user_id",
+            "external_user_id",
+            "subprovider_code",
+            "product_code",
+            "registration_status",
+            "kyc_status",
+            "kyc_level",
+            "created_at",
+            "updated_at",
+        ],
+        holders,
+    )
+    .await?;
+    insert(
+        tx,
+        "cards",
+        &[
+            "id",
+            "project_id",
+            "user_id",
+            "external_user_id",
+            "cardholder_id",
+            "product_code",
+            "subprovider_code",
+            "card_currency",
+            "status",
+            "label",
+            "provider_card_id",
+            "expiry_month",
+            "expiry_year",
+            "created_at",
+            "updated_at",
+            "issued_at",
+            "activated_at",
+        ],
+        card_rows,
+    )
+    .await?;
+    insert(
+        tx,
+        "accounts",
+        &[
+            "id",
+            "project_id",
+            "kind",
+            "card_id",
+            "currency",
+            "balance",
+            "allow_negative",
+            "created_at",
+        ],
+        accounts,
+    )
+    .await?;
+    // Transactions over the last 30 days, settled or declined; a tenth on card 0.
+    let hot = txs / HOT_SHARE;
+    let mut rows = Vec::with_capacity(BATCH * 10);
+    for i in 0..txs {
+        let card = if i < hot { 0 } else { 1 + i % (cards - 1) };
+        let at = now - 30 * DAY + (i as i64) * (30 * DAY / txs as i64);
+        let declined = i % 20 == 0;
+        let amount = 1_000_000 + (i as i64 % 50) * 250_000;
+        rows.push(vec![
+            Val::Text(id(6, i)),
+            p(),
+            Val::Text(id(3, card)),
+            Val::Text("auth".into()),
+            Val::Text(if declined { "declined" } else { "approved" }.into()),
+            Val::Text(format!(
+                "transaction_created_auth_{}",
+                if declined { "declined" } else { "approved" }
+            )),
+            Val::Int(amount),
+            Val::Int(0),
+            Val::Int(amount),
+            Val::Int(if declined { 0 } else { amount }),
+            Val::Int(0),
+            Val::NullText,
+            Val::Text(r#"{"name":"Seed Shop","mcc":"5999","country":"US"}"#.into()),
+            Val::Text("USD".into()),
+            Val::Int(amount),
+            if declined {
+                Val::Text("insufficient_funds".into())
+            } else {
+                Val::NullText
+            },
+            Val::NullInt,
+            Val::Int(at),
+            Val::Int(at),
+        ]);
+        if rows.len() == BATCH * 10 {
+            insert_txs(tx, std::mem::take(&mut rows)).await?;
+        }
+    }
+    insert_txs(tx, rows).await?;
+    // Webhook deliveries (and their events) of one subscription: mostly succeeded.
+    insert(
+        tx,
+        "webhook_subscriptions",
+        &[
+            "id",
+            "project_id",
+            "url",
+            "title",
+            "event_types",
+            "active",
+            "created_at",
+            "updated_at",
+        ],
+        vec![vec![
+            Val::Text(id(7, 0)),
+            p(),
+            Val::Text("http://127.0.0.1:9/seed".into()),
+            Val::Text("seed".into()),
+            Val::Text("[]".into()),
+            Val::Int(0),
+            Val::Int(now),
+            Val::Int(now),
+        ]],
+    )
+    .await?;
+    let mut events = Vec::with_capacity(BATCH * 10);
+    let mut sent = Vec::with_capacity(BATCH * 10);
+    for i in 0..deliveries {
+        let at = now - 30 * DAY + (i as i64) * (30 * DAY / deliveries as i64);
+        let state = match i % 20 {
+            0 => "failed",
+            1 => "pending",
+            _ => "succeeded",
+        };
+        events.push(vec![
+            Val::Text(id(8, i)),
+            p(),
+            Val::Text("card_transaction".into()),
+            Val::Text(id(3, 1 + i % (cards - 1))),
+            Val::NullText,
+            Val::Text("{}".into()),
+            Val::Int(at),
+        ]);
+        sent.push(vec![
+            Val::Text(id(9, i)),
+            p(),
+            Val::Text(id(8, i)),
+            Val::Text(id(7, 0)),
+            Val::Text("card_transaction".into()),
+            Val::Text(state.into()),
+            Val::Int(1),
+            if state == "succeeded" {
+                Val::Int(200)
+            } else {
+                Val::Int(500)
+            },
+            // Pending ones are due tomorrow, so the delivery worker leaves them alone.
+            if state == "pending" {
+                Val::Int(now + DAY)
+            } else {
+                Val::NullInt
+            },
+            Val::Int(at),
+            Val::Int(at),
+            Val::Int(at),
+        ]);
+        if events.len() == BATCH * 10 || i + 1 == deliveries {
+            insert(
+                tx,
+                "events",
+                &[
+                    "id",
+                    "project_id",
+                    "event_type",
+                    "card_id",
+                    "order_id",
+                    "payload",
+                    "created_at",
+                ],
+                std::mem::take(&mut events),
+            )
+            .await?;
+            insert(
+                tx,
+                "webhook_deliveries",
+                &[
+                    "id",
+                    "project_id",
+                    "event_id",
+                    "subscription_id",
+                    "event_type",
+                    "state",
+                    "attempts",
+                    "last_status",
+                    "next_attempt_at",
+                    "window_start",
+                    "created_at",
+                    "updated_at",
+                ],
+                std::mem::take(&mut sent),
+            )
+            .await?;
+        }
+    }
+    conn.close().await?;
+    let mid = cards / 2;
+    let hot_mid = hot / 2;
+    let hot_at = now - 30 * DAY + (hot_mid as i64) * (30 * DAY / txs as i64);
+    Ok(Seeded {
+        hot_card: id(3, 0),
+        card_cursor: format!("{}.{}", card_at(mid), id(3, mid)),
+        hot_cursor: format!("{hot_at}.{}", id(6, hot_mid)),
+        last4: format!("{:04}", (mid * 7919) % 10_000),
+        external_user_id: format!("seed-user-{mid}"),
+        transaction: id(6, txs - 1),
+    })
+}
+
+async fn insert_txs(conn: &mut AnyConnection, rows: Vec<Vec<Val>>) -> anyhow::Result<()> {
+    insert(
+        conn,
+        "card_transactions",
+        &[
+            "id",
+            "project_id",
+            "card_id",
+            "tx_kind",
+            "status",
+            "tx_type",
+            "auth_amount",
+            "held",
+            "card_amount",
+            "cleared",
+            "refunded",
+            "original_transaction_id",
+            "merchant",
+            "merchant_currency",
+            "merchant_amount",
+            "failure_reason",
+            "hold_expires_at",
+            "created_at",
+            "updated_at",
+        ],
+        rows,
+    )
+    .await
+}
+
+/// A signed-in console session: its cookie.
+async fn login(http: &reqwest::Client, t: &Target) -> anyhow::Result<String> {
+    let res = http
+        .post(format!("{}/console/login", t.console_url))
+        .form(&[
+            ("email", t.email.as_str()),
+            ("password", t.password.as_str()),
+        ])
+        .send()
+        .await?;
+    anyhow::ensure!(
+        res.status().as_u16() == 303,
+        "console login answered {}",
+        res.status()
+    );
+    let cookie = res
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .context("no session cookie")?;
+    Ok(cookie.to_owned())
+}
+
+async fn time_page(http: &reqwest::Client, url: String, cookie: &str, scale: f64) -> Outcome {
+    let total = ((REQUESTS_PER_PAGE as f64 * scale.max(0.1)).round() as usize).max(20);
+    let (http, cookie) = (http.clone(), cookie.to_owned());
+    load::run(total, CONCURRENCY, move |_| {
+        let (http, url, cookie) = (http.clone(), url.clone(), cookie.clone());
+        async move {
+            let r = http
+                .get(&url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = r.status().as_u16();
+            r.bytes().await.map_err(|e| e.to_string())?;
+            (status == 200)
+                .then_some(())
+                .ok_or_else(|| format!("{url}: {status}"))
+        }
+    })
+    .await
+}
+
+/// Seeds, then times every page; one row per page.
+pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
+    let started = std::time::Instant::now();
+    let s = seed(t, scale).await?;
+    let seeded = started.elapsed();
+    eprintln!("  console: seeded in {:.1} s", seeded.as_secs_f64());
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let cookie = login(&http, t).await?;
+    let pages = [
+        ("overview", "/console/".to_owned()),
+        ("projects", "/console/projects".to_owned()),
+        ("project", format!("/console/projects/{}", t.project_id)),
+        ("cards", "/console/cards".to_owned()),
+        (
+            "cards deep page",
+            format!("/console/cards?before={}", s.card_cursor),
+        ),
+        ("cards frozen", "/console/cards?status=frozen".to_owned()),
+        ("search last 4", format!("/console/cards?q={}", s.last4)),
+        (
+            "search external_user_id",
+            format!("/console/cards?q={}", s.external_user_id),
+        ),
+        (
+            "card, many transactions",
+            format!("/console/cards/{}", s.hot_card),
+        ),
+        (
+            "card, deep transactions",
+            format!("/console/cards/{}?before={}", s.hot_card, s.hot_cursor),
+        ),
+        (
+            "transaction",
+            format!("/console/transactions/{}", s.transaction),
+        ),
+        ("webhooks", "/console/webhooks".to_owned()),
+        (
+            "webhooks failed",
+            "/console/webhooks?state=failed".to_owned(),
+        ),
+        ("ledger", "/console/ledger".to_owned()),
+        ("deposits", "/console/deposits".to_owned()),
+        ("audit", "/console/audit".to_owned()),
+    ];
+    let mut rows = Vec::with_capacity(pages.len());
+    for (i, (name, path)) in pages.into_iter().enumerate() {
+        let outcome = time_page(&http, format!("{}{path}", t.console_url), &cookie, scale).await;
+        rows.push(Row {
+            name: format!("console: {name}"),
+            outcome,
+            note: if i == 0 {
+                format!(
+                    "seeded {} cards, {} card transactions ({} on one card) and {} deliveries in {:.1} s",
+                    ((CARDS as f64 * scale).round() as usize).max(10),
+                    ((TRANSACTIONS as f64 * scale).round() as usize).max(10),
+                    ((TRANSACTIONS as f64 * scale).round() as usize).max(10) / HOT_SHARE,
+                    ((DELIVERIES as f64 * scale).round() as usize).max(10),
+                    seeded.as_secs_f64()
+                )
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok(rows)
+}

@@ -1,0 +1,168 @@
+//! The operator console (CONTRACT §12): server-rendered pages on a listener of their
+//! own, for the people who run the service.
+//!
+//! - Pages are askama templates (`crates/server/templates/console/`), checked at compile
+//!   time and HTML-escaped; htmx (vendored, `assets/`) refreshes live regions every 10 s
+//!   while the page is visible. No inline script or style: the CSP forbids both.
+//! - Every action is a POST form that goes through the code the API and the CLI use
+//!   (`flows::status`, `network::apply`, `projects.rs`, `webhooks::redeliver`,
+//!   `ledger_check`), and appends an audit row.
+//! - `session.rs` is login, sessions, CSRF and roles; `security.rs` the headers and the
+//!   cross-origin refusal; one file per page group beside them.
+
+mod assets;
+mod audit;
+mod cards;
+mod chart;
+mod deposits;
+mod ledger;
+pub mod operators;
+mod orders;
+mod overview;
+mod projects;
+mod security;
+mod session;
+mod view;
+mod webhooks;
+
+use crate::state::AppState;
+use crate::Mode;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{middleware, Router};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Mutex, Semaphore};
+
+pub(crate) use session::Op;
+pub(crate) use view::ConsoleError;
+
+/// Rows on one page of a list.
+const PAGE_SIZE: i64 = 50;
+/// Argon2id hashes computed at once (each takes ~19 MiB and tens of milliseconds): a
+/// flood of logins queues here instead of exhausting memory or both cores.
+const MAX_HASHING: usize = 2;
+/// Connections the console serves at once: a handful of people use it.
+const MAX_CONNECTIONS: usize = 64;
+/// How often expired sessions and stale login failures are deleted.
+const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the console's handlers share: the server's state and the console's own.
+#[derive(Clone)]
+pub(crate) struct Console(Arc<Inner>);
+
+pub(crate) struct Inner {
+    pub app: AppState,
+    pub chart: chart::Cache,
+    pub hashing: Semaphore,
+    /// One ledger verification at a time: it reads the whole ledger.
+    pub verifying: Mutex<()>,
+}
+
+impl std::ops::Deref for Console {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl Console {
+    pub fn new(app: AppState) -> Console {
+        Console(Arc::new(Inner {
+            app,
+            chart: chart::Cache::default(),
+            hashing: Semaphore::new(MAX_HASHING),
+            verifying: Mutex::new(()),
+        }))
+    }
+
+    pub fn sandbox(&self) -> bool {
+        self.app.config.mode == Mode::Sandbox
+    }
+}
+
+/// Serves the console on `listener` until `shutdown`.
+pub(crate) async fn serve(listener: TcpListener, app: AppState, shutdown: watch::Receiver<bool>) {
+    let console = Console::new(app);
+    let purge = tokio::spawn(session::purge_loop(console.clone(), shutdown.clone()));
+    crate::connections::serve(listener, router(console), MAX_CONNECTIONS, shutdown).await;
+    purge.abort();
+}
+
+pub(crate) fn router(console: Console) -> Router {
+    let mut signed_in = Router::new()
+        .route("/console/", get(overview::page))
+        .route("/console/projects", get(projects::list))
+        .route("/console/projects/{project_id}", get(projects::show))
+        .route(
+            "/console/projects/{project_id}/suspend",
+            post(projects::suspend),
+        )
+        .route(
+            "/console/projects/{project_id}/resume",
+            post(projects::resume),
+        )
+        .route(
+            "/console/projects/{project_id}/keys/rotate",
+            post(projects::rotate_key),
+        )
+        .route(
+            "/console/projects/{project_id}/keys/revoke",
+            post(projects::revoke_key),
+        )
+        .route("/console/cards", get(cards::list))
+        .route("/console/cards/{card_id}", get(cards::show))
+        .route("/console/cards/{card_id}/freeze", post(cards::freeze))
+        .route("/console/cards/{card_id}/unfreeze", post(cards::unfreeze))
+        .route("/console/cards/{card_id}/reveal", post(cards::reveal))
+        .route("/console/orders/{order_id}", get(orders::order))
+        .route(
+            "/console/transactions/{transaction_id}",
+            get(orders::transaction),
+        )
+        .route("/console/webhooks", get(webhooks::list))
+        .route(
+            "/console/webhooks/{delivery_id}/redeliver",
+            post(webhooks::redeliver),
+        )
+        .route("/console/ledger", get(ledger::page))
+        .route("/console/ledger/verify", post(ledger::verify))
+        .route("/console/deposits", get(deposits::list))
+        .route("/console/audit", get(audit::list))
+        .route("/console/operators", get(operators::page))
+        .route("/console/logout", post(session::logout));
+    // CONTRACT §7 and §12: simulation exists only in the sandbox.
+    if console.sandbox() {
+        signed_in = signed_in.route("/console/cards/{card_id}/simulate", post(cards::simulate));
+    }
+    let signed_in = signed_in
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            console.clone(),
+            session::require,
+        ));
+    Router::new()
+        .route(
+            "/console/login",
+            get(session::login_form).post(session::login),
+        )
+        .route("/console/assets/{file}", get(assets::serve))
+        .route("/robots.txt", get(assets::robots))
+        .route("/", get(|| async { Redirect::to("/console/") }))
+        .route("/console", get(|| async { Redirect::to("/console/") }))
+        .merge(signed_in)
+        .layer(middleware::from_fn(security::refuse_cross_origin))
+        .layer(middleware::from_fn(security::headers))
+        .layer(middleware::from_fn(crate::pipeline::request_id_layer))
+        .with_state(console)
+}
+
+async fn not_found() -> Response {
+    ConsoleError::NotFound.into_response()
+}
+
+/// 303 to a console page (after a POST, so a reload does not repeat it).
+pub(crate) fn see_other(to: &str) -> Response {
+    (StatusCode::SEE_OTHER, [(axum::http::header::LOCATION, to)]).into_response()
+}

@@ -1,0 +1,208 @@
+//! The one executor of network messages: it reads what a message acts on (the card's
+//! accounts locked first), and applies a message's plan (rows, ledger moves, event,
+//! the network message id, rule results) inside the caller's transaction. Nothing here
+//! decides anything.
+
+use super::plan::{Move, Plan, Side, Write};
+use super::{view, wrong_state, Applied};
+use crate::state::AppState;
+use issuing_domain::ids::new_id;
+use issuing_domain::ledger::{AccountKind, Transfer};
+use issuing_store::card_txs::{self, CardTxRecord};
+use issuing_store::cards::{self, CardRecord, LockedCard};
+use issuing_store::events::{self, NewEvent};
+use issuing_store::ledger::{self, TransferMeta};
+use issuing_store::{controls, Conn, StoreError, Tx};
+use issuing_wire::{Amount, ApiError, ErrorSlug};
+
+pub(crate) fn card_not_found() -> ApiError {
+    ApiError::new(ErrorSlug::CardNotFound, "Card not found")
+}
+
+fn tx_not_found() -> ApiError {
+    ApiError::new(ErrorSlug::TransactionNotFound, "Transaction not found")
+}
+
+/// Reads a card and locks its funds and hold accounts (in that order, the ledger's
+/// lock order), so every message on one card is serialised on PostgreSQL before it
+/// touches the network account; SQLite's write transaction serialises already. The
+/// card's available funds and its project's controls revision come with it.
+pub(crate) async fn lock_card(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<LockedCard, ApiError> {
+    if let Some(found) = cards::get_locking_funds(conn, project_id, card_id).await? {
+        return Ok(found);
+    }
+    // No card, or a card without accounts: answered as before the joined read.
+    let card = cards::get(conn, project_id, card_id)
+        .await?
+        .ok_or_else(card_not_found)?;
+    let (available, _) = ledger::lock_card_accounts(conn, project_id, card_id).await?;
+    let controls_revision = cards::controls_revision(conn, project_id).await?;
+    Ok(LockedCard {
+        card,
+        available,
+        controls_revision,
+    })
+}
+
+/// Opens the transaction a message names: its card's accounts locked, then the
+/// transaction re-read under that lock (the state its update will be conditional on).
+pub(crate) async fn open_tx(
+    state: &AppState,
+    project_id: &str,
+    transaction_id: &str,
+) -> Result<(Tx, CardRecord, CardTxRecord), ApiError> {
+    let mut tx = state.store.begin().await?;
+    let found = card_txs::get(&mut tx, project_id, transaction_id)
+        .await?
+        .ok_or_else(tx_not_found)?;
+    let card = lock_card(&mut tx, project_id, &found.card_id).await?.card;
+    let current = card_txs::get(&mut tx, project_id, transaction_id)
+        .await?
+        .ok_or_else(tx_not_found)?;
+    Ok((tx, card, current))
+}
+
+/// Opens a card a posting without an authorization lands on (force post, unlinked
+/// refund): it must have been issued.
+pub(crate) async fn open_issued_card(
+    state: &AppState,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(Tx, CardRecord), ApiError> {
+    let mut tx = state.store.begin().await?;
+    let card = lock_card(&mut tx, project_id, card_id).await?.card;
+    if card.provider_card_id.is_none() {
+        return Err(ApiError::new(
+            ErrorSlug::CardNotActive,
+            format!("Card is {}: it was never issued", card.status),
+        ));
+    }
+    Ok((tx, card))
+}
+
+/// Applies `plan` on `conn` (the card's accounts already locked by the caller):
+/// the rows, then the moves, then the event and the message id, then rule results.
+pub(crate) async fn execute(
+    conn: &mut Conn,
+    card: &CardRecord,
+    plan: Plan,
+    message_id: Option<&str>,
+    message_kind: &str,
+) -> Result<Applied, ApiError> {
+    for write in &plan.writes {
+        match write {
+            Write::Insert(rec) => card_txs::insert(conn, rec).await.map_err(flow_error)?,
+            Write::Update { prev, next } => {
+                if !card_txs::update(conn, prev, next).await? {
+                    return Err(wrong_state(prev, plan.action));
+                }
+            }
+        }
+    }
+    for m in &plan.moves {
+        post(conn, &plan.subject, *m).await.map_err(flow_error)?;
+    }
+    if plan.emit {
+        emit(conn, card, &plan.subject).await?;
+    }
+    if let Some(id) = message_id {
+        card_txs::record_message(
+            conn,
+            &plan.subject.project_id,
+            id,
+            &plan.subject.id,
+            message_kind,
+            plan.subject.updated_at,
+        )
+        .await
+        .map_err(flow_error)?;
+    }
+    controls::insert_results(conn, &plan.rule_results).await?;
+    Ok(Applied {
+        tx: plan.subject,
+        card: card.clone(),
+    })
+}
+
+/// Moves money between two accounts of the card of transaction `t`, tagged with the
+/// card and the transaction. Zero moves nothing.
+async fn post(conn: &mut Conn, t: &CardTxRecord, m: Move) -> Result<(), StoreError> {
+    let (project_id, card_id, transaction_id) = (&t.project_id, &t.card_id, &t.id);
+    if m.micros == 0 {
+        return Ok(());
+    }
+    async fn account(
+        conn: &mut Conn,
+        project_id: &str,
+        card_id: &str,
+        side: Side,
+    ) -> Result<String, StoreError> {
+        let kind = match side {
+            Side::Funds => AccountKind::Card,
+            Side::Hold => AccountKind::CardHold,
+            Side::Network => {
+                return ledger::project_account(conn, project_id, AccountKind::Network).await
+            }
+        };
+        ledger::card_account_id(conn, project_id, card_id, kind).await
+    }
+    let from = account(conn, project_id, card_id, m.from).await?;
+    let to = account(conn, project_id, card_id, m.to).await?;
+    let transfer = Transfer::simple(m.kind, from, to, Amount::from_micros(m.micros))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    // The reference names the card transaction; one transaction posts several
+    // transfers of a kind (a clearing above its hold, partial reversals), and
+    // references are unique per kind, so each posting gets its own suffix.
+    let reference = format!("{transaction_id}:{}", new_id());
+    let meta = TransferMeta {
+        project_id,
+        order_id: None,
+        card_id: Some(card_id),
+        reference: Some(&reference),
+    };
+    ledger::post(conn, &meta, &transfer).await.map(|_| ())
+}
+
+/// Writes the `card_transaction` event of a transaction's new state.
+async fn emit(conn: &mut Conn, card: &CardRecord, rec: &CardTxRecord) -> Result<(), StoreError> {
+    let item = view::item(rec, card);
+    events::insert(
+        conn,
+        &NewEvent {
+            project_id: &rec.project_id,
+            event_type: "card_transaction",
+            card_id: Some(&rec.card_id),
+            order_id: None,
+            payload: &item,
+            now: rec.updated_at,
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
+pub(crate) async fn commit(tx: Tx) -> Result<(), ApiError> {
+    tx.commit().await.map_err(StoreError::from)?;
+    Ok(())
+}
+
+fn insufficient_funds() -> ApiError {
+    ApiError::new(ErrorSlug::InsufficientFunds, "Insufficient card funds")
+}
+
+/// Maps ledger and message errors of a network flow to API errors.
+pub(crate) fn flow_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::InsufficientFunds { .. } => insufficient_funds(),
+        // The same network message committed by a concurrent request.
+        StoreError::Conflict => ApiError::new(
+            ErrorSlug::InvalidTransactionState,
+            "This network message was applied concurrently",
+        ),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,42 @@
+//! What a card's limits have counted in their current windows: one aggregate query
+//! over the card's transactions (`card_txs::usage`), never counters, so changing
+//! limits never resets it and rolling windows are exact.
+
+use super::decide::limits::{windows, CardLimits};
+use issuing_domain::controls::limits::Usage;
+use issuing_store::card_txs::{self, UsageWindow};
+use issuing_store::{Conn, StoreError};
+
+/// Each limit's usage (`Usage::default()` for per-authorization limits), at `now`.
+pub(crate) async fn read(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    card: &CardLimits,
+    now: i64,
+) -> Result<Vec<Usage>, StoreError> {
+    let windows = windows(card, now);
+    let asked: Vec<UsageWindow<'_>> = windows
+        .iter()
+        .zip(&card.limits)
+        .filter_map(|(w, l)| {
+            w.map(|w| UsageWindow {
+                start: w.start,
+                mccs: &l.mccs,
+            })
+        })
+        .collect();
+    let mut answers = card_txs::usage(conn, project_id, card_id, &asked)
+        .await?
+        .into_iter();
+    Ok(windows
+        .iter()
+        .map(|w| match w {
+            None => Usage::default(),
+            Some(_) => answers
+                .next()
+                .map(|(spent, used_count)| Usage { spent, used_count })
+                .unwrap_or_default(),
+        })
+        .collect())
+}
