@@ -4,7 +4,10 @@
 //! deliveries, then signs in and times every page: the lists (first and a deep page),
 //! a card with many transactions, search by last 4 and by external_user_id, one
 //! transaction, the overview with its chart. Rows are seeded settled (nothing held),
-//! so `verify-ledger` still holds afterwards.
+//! so `verify-ledger` still holds afterwards. The hot card also has spend controls
+//! (CONTRACT §11): four limits whose usage its page sums over its transactions, rules
+//! (project-wide and scoped to it), a rule match on every tenth of its transactions,
+//! and a transaction declined by a rule, whose page is timed too.
 
 use crate::load::{self, Outcome};
 use crate::scenarios::Row;
@@ -23,6 +26,32 @@ const CONCURRENCY: usize = 4;
 /// Rows per INSERT statement (under SQLite's 32,766 bound variables).
 const BATCH: usize = 1_000;
 const DAY: i64 = 24 * 3600 * 1_000_000;
+/// The hot card's limits as the card row stores them (micro-units): what its page reads
+/// the usage of.
+const HOT_LIMITS: &str = r#"[{"interval":"daily","amount":500000000},{"interval":"monthly","amount":50000000000,"count":100000},{"interval":"all_time","amount":900000000000},{"interval":"rolling","window_seconds":604800,"count":50000,"mccs":["5999"]}]"#;
+/// Rules of the demo project: (name, mode, scoped to the hot card, conditions).
+const RULES: &[(&str, &str, bool, &str)] = &[
+    (
+        "Block gambling",
+        "active",
+        false,
+        r#"[{"attribute":"mcc","operator":"is_one_of","value":["7995"]}]"#,
+    ),
+    (
+        "Watch large amounts",
+        "shadow",
+        false,
+        r#"[{"attribute":"amount","operator":"greater_than","value":"10"}]"#,
+    ),
+    (
+        "Hot card: no seed shops",
+        "shadow",
+        true,
+        r#"[{"attribute":"merchant_name","operator":"contains","value":"seed"}]"#,
+    ),
+];
+/// Every this many of the hot card's transactions matched a shadow rule.
+const MATCH_EVERY: usize = 10;
 
 /// What the console scenario needs of the server.
 pub struct Target {
@@ -99,6 +128,7 @@ struct Seeded {
     last4: String,
     external_user_id: String,
     transaction: String,
+    declined_by_rule: String,
 }
 
 async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
@@ -251,11 +281,13 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
     .await?;
     // Transactions over the last 30 days, settled or declined; a tenth on card 0.
     let hot = txs / HOT_SHARE;
+    let tx_at = |i: usize| now - 30 * DAY + (i as i64) * (30 * DAY / txs as i64);
     let mut rows = Vec::with_capacity(BATCH * 10);
     for i in 0..txs {
         let card = if i < hot { 0 } else { 1 + i % (cards - 1) };
-        let at = now - 30 * DAY + (i as i64) * (30 * DAY / txs as i64);
-        let declined = i % 20 == 0;
+        let at = tx_at(i);
+        // The hot card's last transaction is the one a rule declined.
+        let declined = i % 20 == 0 || i + 1 == hot;
         let amount = 1_000_000 + (i as i64 % 50) * 250_000;
         rows.push(vec![
             Val::Text(id(6, i)),
@@ -276,20 +308,29 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
             Val::Text(r#"{"name":"Seed Shop","mcc":"5999","country":"US"}"#.into()),
             Val::Text("USD".into()),
             Val::Int(amount),
-            if declined {
-                Val::Text("insufficient_funds".into())
-            } else {
-                Val::NullText
+            match (declined, i + 1 == hot) {
+                (true, true) => Val::Text("mcc_blocked".into()),
+                (true, false) => Val::Text("insufficient_funds".into()),
+                (false, _) => Val::NullText,
             },
             Val::NullInt,
             Val::Int(at),
             Val::Int(at),
+            Val::Text("5999".into()),
+            Val::Int(if declined { 0 } else { amount }),
+            Val::Int(i64::from(!declined)),
+            if declined && i + 1 == hot {
+                Val::Text(format!(r#"{{"rule_ids":["{}"]}}"#, id(10, 0)))
+            } else {
+                Val::NullText
+            },
         ]);
         if rows.len() == BATCH * 10 {
             insert_txs(tx, std::mem::take(&mut rows)).await?;
         }
     }
     insert_txs(tx, rows).await?;
+    seed_controls(tx, t, &id(3, 0), hot, tx_at).await?;
     // Webhook deliveries (and their events) of one subscription: mostly succeeded.
     insert(
         tx,
@@ -398,7 +439,7 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
     conn.close().await?;
     let mid = cards / 2;
     let hot_mid = hot / 2;
-    let hot_at = now - 30 * DAY + (hot_mid as i64) * (30 * DAY / txs as i64);
+    let hot_at = tx_at(hot_mid);
     Ok(Seeded {
         hot_card: id(3, 0),
         card_cursor: format!("{}.{}", card_at(mid), id(3, mid)),
@@ -406,6 +447,7 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
         last4: format!("{:04}", (mid * 7919) % 10_000),
         external_user_id: format!("seed-user-{mid}"),
         transaction: id(6, txs - 1),
+        declined_by_rule: id(6, hot - 1),
     })
 }
 
@@ -433,10 +475,131 @@ async fn insert_txs(conn: &mut AnyConnection, rows: Vec<Vec<Val>>) -> anyhow::Re
             "hold_expires_at",
             "created_at",
             "updated_at",
+            "mcc",
+            "counted_amount",
+            "counts",
+            "decline",
         ],
         rows,
     )
     .await
+}
+
+/// The hot card's spend controls: its limits, the project's rules (each with its first
+/// version) and a match on every `MATCH_EVERY`th of its transactions, plus the matches
+/// of the one a rule declined.
+async fn seed_controls(
+    conn: &mut AnyConnection,
+    t: &Target,
+    hot_card: &str,
+    hot: usize,
+    tx_at: impl Fn(usize) -> i64,
+) -> anyhow::Result<()> {
+    sqlx::query("UPDATE cards SET limits = $1, limits_timezone = 'UTC' WHERE id = $2")
+        .bind(HOT_LIMITS)
+        .bind(hot_card)
+        .execute(&mut *conn)
+        .await?;
+    let now = now_micros();
+    let p = || Val::Text(t.project_id.clone());
+    let scope = || Val::Text(format!(r#"["{hot_card}"]"#));
+    let mut rules = Vec::new();
+    let mut versions = Vec::new();
+    for (n, (name, mode, scoped, conditions)) in RULES.iter().enumerate() {
+        let card_ids = if *scoped { scope() } else { Val::NullText };
+        rules.push(vec![
+            Val::Text(id(10, n)),
+            p(),
+            Val::Text((*name).into()),
+            Val::Text((*conditions).into()),
+            Val::Text((*mode).into()),
+            Val::Int(100 + n as i64),
+            card_ids,
+            Val::Int(1),
+            Val::Int(now),
+            Val::Int(now),
+        ]);
+        let card_ids = if *scoped { scope() } else { Val::NullText };
+        versions.push(vec![
+            Val::Text(id(10, n)),
+            Val::Int(1),
+            p(),
+            Val::Text((*name).into()),
+            Val::Text((*conditions).into()),
+            Val::Text((*mode).into()),
+            Val::Int(100 + n as i64),
+            card_ids,
+            Val::Int(now),
+        ]);
+    }
+    let rule_columns = [
+        "project_id",
+        "name",
+        "conditions",
+        "mode",
+        "priority",
+        "card_ids",
+    ];
+    let mut columns = vec!["id"];
+    columns.extend(rule_columns);
+    columns.extend(["version", "created_at", "updated_at"]);
+    insert(conn, "auth_rules", &columns, rules).await?;
+    let mut columns = vec!["rule_id", "version"];
+    columns.extend(rule_columns);
+    columns.push("created_at");
+    insert(conn, "auth_rule_versions", &columns, versions).await?;
+    // As rules/create does: every process's cache of compiled rules sees them.
+    sqlx::query("UPDATE projects SET controls_revision = controls_revision + 1 WHERE id = $1")
+        .bind(&t.project_id)
+        .execute(&mut *conn)
+        .await?;
+    // Shadow matches (of rule 2, scoped to the hot card) on every tenth transaction, and
+    // the blocking and watching rules' matches of the last one.
+    let mut results: Vec<Vec<Val>> = (0..hot)
+        .step_by(MATCH_EVERY)
+        .map(|i| result_row(t, 2, i, "shadow", "none", hot_card, tx_at(i)))
+        .collect();
+    results.push(result_row(t, 0, hot - 1, "active", "declined", hot_card, tx_at(hot - 1)));
+    results.push(result_row(t, 1, hot - 1, "shadow", "none", hot_card, tx_at(hot - 1)));
+    insert(
+        conn,
+        "auth_rule_results",
+        &[
+            "id",
+            "project_id",
+            "rule_id",
+            "version",
+            "transaction_id",
+            "card_id",
+            "mode",
+            "decided",
+            "evaluated_at",
+        ],
+        results,
+    )
+    .await
+}
+
+fn result_row(
+    t: &Target,
+    rule: usize,
+    tx: usize,
+    mode: &str,
+    decided: &str,
+    card: &str,
+    at: i64,
+) -> Vec<Val> {
+    vec![
+        Val::Text(format!("be0b{tx:018x}{rule:02x}")),
+        Val::Text(t.project_id.clone()),
+        Val::Text(id(10, rule)),
+        Val::Int(1),
+        Val::Text(id(6, tx)),
+        Val::Text(card.to_owned()),
+        Val::Text(mode.into()),
+        Val::Text(decided.into()),
+        Val::Int(at),
+    ]
 }
 
 /// A signed-in console session: its cookie.
@@ -512,7 +675,7 @@ pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
             format!("/console/cards?q={}", s.external_user_id),
         ),
         (
-            "card, many transactions",
+            "card, many transactions, limits and rules",
             format!("/console/cards/{}", s.hot_card),
         ),
         (
@@ -522,6 +685,10 @@ pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
         (
             "transaction",
             format!("/console/transactions/{}", s.transaction),
+        ),
+        (
+            "transaction declined by a rule",
+            format!("/console/transactions/{}", s.declined_by_rule),
         ),
         ("webhooks", "/console/webhooks".to_owned()),
         (

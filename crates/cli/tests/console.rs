@@ -715,6 +715,214 @@ both_backends_with!(
     }
 );
 
+/// The HTML from the element with `id="{id}"` to the first end of a table or a panel.
+fn section<'a>(p: &'a Page, id: &str) -> &'a str {
+    let at = p
+        .body
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id} on the page: {}", p.body));
+    let rest = &p.body[at..];
+    let end = ["</table>", "</div>"]
+        .iter()
+        .filter_map(|e| rest.find(e))
+        .min()
+        .unwrap();
+    &rest[..end]
+}
+
+fn tx_id_of(item: &Value) -> String {
+    item["transaction_id"].as_str().unwrap().to_owned()
+}
+
+both_backends_with!(
+    spend_controls_on_card_and_transaction_pages,
+    config(),
+    |t: TestServer| async move {
+        let card = t.card_holding("ada", 100).await;
+        let other = t.card_holding("bob", 10).await;
+        // A daily amount limit and a rolling count limit, through the public API.
+        t.set_limits(
+            &card,
+            json!([{"interval": "daily", "amount": "20"},
+                   {"interval": "rolling", "window_seconds": 3600, "count": 5}]),
+            None,
+        )
+        .await;
+        let casino = t
+            .ok(
+                "rules/create",
+                json!({"name": "No casinos", "card_ids": [card], "priority": 10,
+                       "conditions": [{"attribute": "mcc", "operator": "is_one_of", "value": ["7995"]}]}),
+            )
+            .await;
+        let watch = t
+            .ok(
+                "rules/create",
+                json!({"name": "Watch all spending", "mode": "shadow",
+                       "conditions": [{"attribute": "amount", "operator": "greater_than", "value": "1"}]}),
+            )
+            .await;
+        t.ok(
+            "rules/create",
+            json!({"name": "Switched off", "mode": "inactive",
+                   "conditions": [{"attribute": "mcc", "operator": "is_one_of", "value": ["5411"]}]}),
+        )
+        .await;
+        t.ok(
+            "rules/create",
+            json!({"name": "Only bob", "card_ids": [other],
+                   "conditions": [{"attribute": "merchant_country", "operator": "is_one_of", "value": ["FR"]}]}),
+        )
+        .await;
+        let casino_id = casino["rule_id"].as_str().unwrap().to_owned();
+        let watch_id = watch["rule_id"].as_str().unwrap().to_owned();
+
+        // Approved (15 of 20), declined by the daily limit (15 + 10 > 20), declined by
+        // the card-scoped rule.
+        let approved = t.authorize(&card, "15.00", "5411").await;
+        let by_limit = t.authorize(&card, "10.00", "5411").await;
+        let by_rule = t.authorize(&card, "2.00", "7995").await;
+        assert_eq!(
+            common::spend::outcome(&by_limit),
+            ("declined".into(), Some("spending_limit_exceeded".into()))
+        );
+        assert_eq!(
+            common::spend::outcome(&by_rule),
+            ("declined".into(), Some("mcc_blocked".into()))
+        );
+        let (approved, by_limit, by_rule) =
+            (tx_id_of(&approved), tx_id_of(&by_limit), tx_id_of(&by_rule));
+
+        // A viewer reads it all, and acts on nothing.
+        let password = t.operator("look@example.com", Role::Viewer, &[]).await;
+        let v = Console::login(t.console(), "look@example.com", &password).await;
+        let page = v.get(&format!("/console/cards/{card}")).await;
+        assert_eq!(page.status, 200);
+        assert_no_inline_code(&page);
+        assert!(!page.body.contains("id=\"freeze\""), "a viewer has no actions");
+
+        // The limits with the usage cards/limits/get answers.
+        let api = t.limits(&card).await;
+        assert_eq!(api["limits"][0]["spent"], "15.00");
+        let limits = section(&page, "limits");
+        let rows: Vec<&str> = limits.split("<tr>").skip(2).collect();
+        assert_eq!(rows.len(), 2, "{limits}");
+        assert!(
+            rows[0].contains("<td>daily</td>")
+                && rows[0].contains("20.00 USD")
+                && rows[0].contains("<td class=\"num\">15.00</td>")
+                && rows[0].contains("<td class=\"num\">1</td>")
+                && rows[0].contains("5.00 USD"),
+            "daily: 15 spent, 1 counted, 5 left: {}",
+            rows[0]
+        );
+        assert!(
+            rows[1].contains("rolling 3600 s")
+                && rows[1].contains("5 authorizations")
+                && rows[1].contains("<td class=\"num\">1</td>")
+                && rows[1].contains("4 authorizations"),
+            "rolling: declines never count: {}",
+            rows[1]
+        );
+
+        // The rules that apply: the card's own and the project-wide shadow one, never
+        // an inactive one or another card's.
+        let rules = section(&page, "rules");
+        assert!(rules.contains("No casinos") && rules.contains(&casino_id), "{rules}");
+        assert!(rules.contains("mcc is one of 7995") && rules.contains("mcc_blocked"));
+        assert!(rules.contains("this card only") && rules.contains("every card of the project"));
+        assert!(rules.contains("Watch all spending") && rules.contains("never declines"));
+        assert!(!rules.contains("Switched off") && !rules.contains("Only bob"), "{rules}");
+
+        // The rule matches of the page's transactions: the declining one and the shadow
+        // ones, labelled.
+        let matches = section(&page, "card-matches");
+        let declining: Vec<&str> = matches
+            .split("<tr>")
+            .filter(|r| r.contains("declined the authorization"))
+            .collect();
+        assert_eq!(declining.len(), 1, "{matches}");
+        assert!(declining[0].contains(&by_rule) && declining[0].contains("No casinos"));
+        let shadow = matches
+            .split("<tr>")
+            .filter(|r| r.contains("recorded only (shadow rules never decline)"))
+            .count();
+        assert_eq!(shadow, 3, "the shadow rule matched all three: {matches}");
+        for id in [&approved, &by_limit] {
+            assert!(matches.contains(id.as_str()));
+        }
+        // Holds and orders stay on the page.
+        assert!(page.body.contains("<h2>Open holds</h2>") && page.body.contains("<h2>Orders</h2>"));
+
+        // A transaction declined by the limit says which limit, with its usage.
+        let p = v.get(&format!("/console/transactions/{by_limit}")).await;
+        assert_eq!(p.status, 200);
+        let why = section(&p, "decline");
+        assert!(why.contains("spending_limit_exceeded"), "{why}");
+        assert!(
+            why.contains(
+                "The daily limit of 20.00 USD: its window had already counted 15.00 USD and 1 authorizations before this one."
+            ),
+            "{why}"
+        );
+        assert!(p.body.contains("id=\"decision-webhook\">Not asked."));
+
+        // One declined by a rule names the rule.
+        let p = v.get(&format!("/console/transactions/{by_rule}")).await;
+        let why = section(&p, "decline");
+        assert!(why.contains("mcc_blocked") && why.contains("merchant category"), "{why}");
+        let rules = section(&p, "decline-rules");
+        assert!(rules.contains("No casinos") && rules.contains(&casino_id), "{rules}");
+        let matches = section(&p, "tx-matches");
+        assert!(matches.contains("declined the authorization") && matches.contains(&watch_id));
+
+        // An approved one has no decline, and shows its shadow match.
+        let p = v.get(&format!("/console/transactions/{approved}")).await;
+        assert!(!p.body.contains("id=\"decline\""));
+        let matches = section(&p, "tx-matches");
+        assert!(
+            matches.contains("Watch all spending")
+                && matches.contains("recorded only (shadow rules never decline)")
+                && !matches.contains("declined the authorization"),
+            "{matches}"
+        );
+
+        // Thousands of results: the card page shows those of its page, bounded.
+        let mut tx = t.store.begin().await.unwrap();
+        let now = common::now_micros();
+        for chunk in 0..3 {
+            let rows: Vec<_> = (0..1000)
+                .map(|i| issuing_store::controls::RuleResult {
+                    id: format!("bulk{chunk}x{i:05}"),
+                    project_id: t.creds.project_id.clone(),
+                    rule_id: watch_id.clone(),
+                    version: 1,
+                    // Two thirds on a transaction the page lists, a third on one it
+                    // does not.
+                    transaction_id: if chunk < 2 { approved.clone() } else { "elsewhere".into() },
+                    card_id: card.clone(),
+                    mode: "shadow".into(),
+                    decided: "none".into(),
+                    evaluated_at: now + i,
+                })
+                .collect();
+            issuing_store::controls::insert_results(&mut tx, &rows)
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+        let page = v.get(&format!("/console/cards/{card}")).await;
+        assert_eq!(page.status, 200);
+        let matches = section(&page, "card-matches");
+        let shown = matches.split("<tr>").count() - 2;
+        assert_eq!(shown, 100, "bounded");
+        assert!(page.body.contains("only the newest are shown"));
+        assert!(!matches.contains("elsewhere"));
+        let p = v.get(&format!("/console/transactions/{approved}")).await;
+        assert_eq!(section(&p, "tx-matches").split("<tr>").count() - 2, 100);
+    }
+);
+
 both_backends_with!(lists_page_by_keyset, config(), |t: TestServer| async move {
     let now = common::now_micros();
     let mut tx = t.store.begin().await.unwrap();

@@ -297,21 +297,63 @@ pub async fn find_results(
     .await?;
     let items = rows
         .iter()
-        .map(|r| {
-            Ok(RuleResult {
-                id: r.try_get("id")?,
-                project_id: r.try_get("project_id")?,
-                rule_id: r.try_get("rule_id")?,
-                version: r.try_get("version")?,
-                transaction_id: r.try_get("transaction_id")?,
-                card_id: r.try_get("card_id")?,
-                mode: r.try_get("mode")?,
-                decided: r.try_get("decided")?,
-                evaluated_at: r.try_get("evaluated_at")?,
-            })
-        })
+        .map(result_from_row)
         .collect::<Result<_, StoreError>>()?;
     Ok((items, total))
+}
+
+fn result_from_row(r: &AnyRow) -> Result<RuleResult, StoreError> {
+    Ok(RuleResult {
+        id: r.try_get("id")?,
+        project_id: r.try_get("project_id")?,
+        rule_id: r.try_get("rule_id")?,
+        version: r.try_get("version")?,
+        transaction_id: r.try_get("transaction_id")?,
+        card_id: r.try_get("card_id")?,
+        mode: r.try_get("mode")?,
+        decided: r.try_get("decided")?,
+        evaluated_at: r.try_get("evaluated_at")?,
+    })
+}
+
+/// A recorded match with the name its rule had in the version that matched (the rule
+/// may have been renamed or deleted since; its versions stay).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleMatch {
+    pub result: RuleResult,
+    pub rule_name: Option<String>,
+}
+
+/// The matches recorded for some transactions of the project, newest first, at most
+/// `limit`: the console shows those of the transactions on its page (on the
+/// `(project_id, transaction_id)` index), however many a card has in all.
+pub async fn results_of_transactions(
+    conn: &mut Conn,
+    project_id: &str,
+    transaction_ids: &[String],
+    limit: i64,
+) -> Result<Vec<RuleMatch>, StoreError> {
+    if transaction_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut f = Filter::for_project("r.project_id", project_id);
+    f.texts("r.transaction_id", transaction_ids);
+    let limit = f.push(crate::query::Arg::Int(limit));
+    let sql = format!(
+        "SELECT r.*, v.name AS rule_name FROM auth_rule_results r \
+         LEFT JOIN auth_rule_versions v ON v.rule_id = r.rule_id AND v.version = r.version{} \
+         ORDER BY r.evaluated_at DESC, r.id DESC LIMIT {limit}",
+        f.where_sql()
+    );
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RuleMatch {
+                result: result_from_row(r)?,
+                rule_name: r.try_get("rule_name")?,
+            })
+        })
+        .collect()
 }
 
 /// A project's decision endpoint.

@@ -302,9 +302,14 @@ pub struct Rule {
 
 impl Rule {
     pub fn matches(&self, card_id: &str, a: &Attributes) -> bool {
+        self.applies_to(card_id) && self.conditions.iter().all(|c| c.holds(a))
+    }
+
+    /// Whether authorizations on `card_id` are evaluated against this rule at all: it
+    /// is not inactive and its scope is every card or names this one.
+    pub fn applies_to(&self, card_id: &str) -> bool {
         self.mode != Mode::Inactive
             && (self.card_ids.is_empty() || self.card_ids.iter().any(|c| c == card_id))
-            && self.conditions.iter().all(|c| c.holds(a))
     }
 
     /// The `failure_reason` this rule gives when it declines.
@@ -452,9 +457,12 @@ mod tests {
         let mut scoped = mcc.clone();
         scoped.card_ids = vec!["other".into()];
         assert!(!scoped.matches("c", &p));
+        assert!(!scoped.applies_to("c") && scoped.applies_to("other"));
+        assert!(mcc.applies_to("c"), "no scope: every card");
         let mut off = mcc.clone();
         off.mode = Mode::Inactive;
         assert!(!off.matches("c", &p));
+        assert!(!off.applies_to("c"));
     }
 
     #[test]

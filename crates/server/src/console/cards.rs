@@ -2,11 +2,13 @@
 //! card's page, and its actions: Freeze, Unfreeze, Simulate authorization (sandbox),
 //! Reveal (admins, audited).
 //!
-//! The card page is a list of sections, each read by one store call (`show`); the
-//! spend controls of CONTRACT §11 (limits, the rules a transaction matched, a decline's
-//! reasons) join it as sections of their own, each one call, when they exist.
+//! The card page is a list of sections, each read by one store call (`show`): its
+//! facts and funds, its limits with their usage, the rules that apply to it, its open
+//! holds, a page of its transactions with the rule matches of those transactions, and
+//! its orders (CONTRACT §11, §12).
 
 use super::audit::{finish, record};
+use super::controls::{self, LimitsView, MatchRow, RuleRow};
 use super::operators::Role;
 use super::session::{Act, NoFields};
 use super::view::{self, render, Ctx, PageResult};
@@ -28,6 +30,9 @@ const HOLDS_SHOWN: i64 = 50;
 const CARD_STATUSES: &[&str] = &["pending", "active", "frozen", "closed", "failed"];
 /// Orders shown on a card page (newest).
 const ORDERS_SHOWN: i64 = 20;
+/// Rule matches shown on a card page: those of the page's transactions, at most this
+/// many (a transaction matches at most 50 rules).
+const MATCHES_SHOWN: i64 = 100;
 
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
@@ -180,9 +185,13 @@ struct CardPage {
     pending: String,
     frozen_at: String,
     closed_at: String,
+    limits: LimitsView,
+    rules: Vec<RuleRow>,
     holds: Vec<TxRow>,
     txs: Vec<TxRow>,
     next: Option<String>,
+    matches: Vec<MatchRow>,
+    more_matches: bool,
     orders: Vec<OrderRow>,
     here: String,
 }
@@ -224,6 +233,11 @@ pub(crate) async fn show(
     let txs = reads::card_txs_page(&mut conn, &card.id, before.as_ref(), PAGE_SIZE + 1).await?;
     let orders = reads::card_orders(&mut conn, &card.id, ORDERS_SHOWN).await?;
     let (txs, next) = view::split_page(txs, PAGE_SIZE, |t| (t.created_at, &t.id));
+    let limits = controls::card_limits(&mut conn, &card).await;
+    let rules = controls::card_rules(&mut conn, &card).await?;
+    let tx_ids: Vec<String> = txs.iter().map(|t| t.id.clone()).collect();
+    let (matches, more_matches) =
+        controls::matches_of(&mut conn, &card.project_id, &tx_ids, MATCHES_SHOWN).await?;
     let path = format!("/console/cards/{}", card.id);
     let (available, pending) = match funds {
         Some((a, p)) => (a.to_string(), p.to_string()),
@@ -243,6 +257,10 @@ pub(crate) async fn show(
         closed_at: view::opt_time(card.closed_at),
         available,
         pending,
+        limits,
+        rules,
+        matches,
+        more_matches,
         holds: holds.into_iter().map(tx_row).collect(),
         txs: txs.into_iter().map(tx_row).collect(),
         orders: orders.into_iter().map(order_row).collect(),

@@ -14,6 +14,7 @@ mod assets;
 mod audit;
 mod cards;
 mod chart;
+mod controls;
 mod deposits;
 mod ledger;
 pub mod operators;

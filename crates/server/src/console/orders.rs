@@ -1,10 +1,12 @@
 //! One order (`/console/orders/{id}`: its state, error and ledger transfers) and one card
 //! transaction (`/console/transactions/{id}`: amounts, merchant, why it was declined).
 //!
-//! The transaction page reads one section per store call; the decline object and the
-//! rules a transaction matched (CONTRACT §11) join it as sections of their own.
+//! The transaction page reads one section per store call: the transaction, its card,
+//! and the rule matches recorded for it; a declined one's `decline` object and the
+//! decision webhook's part are put in words (`controls.rs`).
 
 use super::cards::merchant_name;
+use super::controls::{self, DeclineView, MatchRow};
 use super::view::{self, render, Ctx, PageResult};
 use super::{Console, ConsoleError, Op};
 use askama::Template;
@@ -14,6 +16,9 @@ use issuing_store::console::{self as reads, TransferRow};
 
 /// Transfers shown on an order page (an order makes a handful).
 const TRANSFERS_SHOWN: i64 = 50;
+/// Rule matches shown on a transaction page: one per rule at most, and a project has at
+/// most 50 rules that are evaluated (more only if rules were changed meanwhile).
+const MATCHES_SHOWN: i64 = 100;
 
 pub(crate) struct TransferView {
     pub id: String,
@@ -117,6 +122,10 @@ struct TransactionPage {
     hold_expires_at: String,
     created_at: String,
     updated_at: String,
+    decline: Option<DeclineView>,
+    webhook: String,
+    matches: Vec<MatchRow>,
+    more_matches: bool,
 }
 
 pub(crate) async fn transaction(
@@ -130,9 +139,20 @@ pub(crate) async fn transaction(
         .ok_or(ConsoleError::NotFound)?;
     op.may_see(&t.project_id)?;
     let card = reads::card(&mut conn, &t.card_id).await?;
+    let (matches, more_matches) = controls::matches_of(
+        &mut conn,
+        &t.project_id,
+        std::slice::from_ref(&t.id),
+        MATCHES_SHOWN,
+    )
+    .await?;
     let field = |k: &str| t.merchant[k].as_str().unwrap_or("").to_owned();
     render(&TransactionPage {
         ctx: op.ctx(&console, "cards"),
+        decline: controls::decline_view(&t, &matches),
+        webhook: controls::webhook_words(&t),
+        matches,
+        more_matches,
         card_pan: view::masked_pan(card.as_ref().and_then(|c| c.label.as_deref())),
         card_status: card.map(|c| c.status).unwrap_or_default(),
         badge: view::badge(&t.status),

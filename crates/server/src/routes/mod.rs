@@ -5,7 +5,7 @@ mod cardholders;
 mod cards;
 mod decision;
 mod filters;
-mod limits;
+pub(crate) mod limits;
 pub(crate) mod orders;
 mod project;
 mod ready;
