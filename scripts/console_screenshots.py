@@ -59,10 +59,24 @@ def main():
         shot("overview", "/console/", "#auth-chart")
         shot("projects", f"/console/projects/{sandbox.project_id}", "#keys")
         shot("cards", f"/console/cards?q={cards[0]['label']}", "table.cards")
-        shot("card", f"/console/cards/{cards[1]['card_id']}", "#card-status")
-        txs = sandbox.client.cards_txs(card_id=cards[1]["card_id"], external_user_id="bob")["items"]
-        declined = next(t for t in txs if t["transaction_id"] and "declined" in str(t))
-        shot("transaction", f"/console/transactions/{declined['transaction_id']}", "#tx-status")
+        # Spend controls on bob's card: limits, a blocking rule and a shadow one, and an
+        # authorization the blocking rule declines.
+        bob = cards[1]["card_id"]
+        client = sandbox.client
+        client.cards_limits_set(card_id=bob, external_user_id="bob", limits=[
+            {"interval": "daily", "amount": "100"}, {"interval": "monthly", "count": 50}])
+        client.rules_create(name="No gambling", card_ids=[bob], conditions=[
+            {"attribute": "mcc", "operator": "is_one_of", "value": ["7995"]}])
+        client.rules_create(name="Watch amounts over 10", mode="shadow", conditions=[
+            {"attribute": "amount", "operator": "greater_than", "value": "10"}])
+        client.simulate_cards_auth(card_id=bob, transactionAmount="20",
+                                   merchant={"name": "Lucky Casino", "mcc": "7995", "country": "MT"})
+        client.simulate_cards_auth(card_id=bob, transactionAmount="14.20",
+                                   merchant={"name": "Coffee Bar", "mcc": "5814", "country": "US"})
+        shot("card", f"/console/cards/{bob}", "#limits")
+        txs = client.cards_txs(card_id=bob, external_user_id="bob")["items"]
+        declined = next(t for t in txs if t["card_tx_data"].get("failure_reason") == "mcc_blocked")
+        shot("transaction", f"/console/transactions/{declined['transaction_id']}", "#decline")
         shot("webhooks", "/console/webhooks?state=failed", "table.deliveries")
         driver.get(sandbox.console + "/console/ledger")
         driver.find_element(By.ID, "verify-ledger").click()

@@ -1,8 +1,8 @@
 """The operator console in a real Chromium (Debian's chromium + chromium-driver, driven
 by Selenium): sign in, find a card by its last 4 digits, freeze and unfreeze it,
-simulate an authorization, redeliver a failed delivery, verify the ledger, watch a live
-region refresh, and check that the browser logged no JavaScript error and no CSP
-violation.
+simulate an authorization, see why one over the card's limit was declined, redeliver a
+failed delivery, verify the ledger, watch a live region refresh, and check that the
+browser logged no JavaScript error and no CSP violation.
 
     python3 -m unittest discover -s crates/cli/tests/browser -v
 
@@ -118,6 +118,24 @@ class ConsoleInChromium(unittest.TestCase):
         self.expect_text("#tx-status", "pending")
         txs = self.sandbox.client.cards_txs(card_id=card["card_id"], external_user_id="carol")
         self.assertIn(d.find_element(By.ID, "tx-id").text, [t["transaction_id"] for t in txs["items"]])
+
+        # A limit set through the API: the card page shows it, and an authorization over
+        # it lands on a transaction page that says why it was declined.
+        self.sandbox.client.cards_limits_set(card_id=card["card_id"], external_user_id="carol",
+                                             limits=[{"interval": "per_authorization", "amount": "5"}])
+        self.open(f"/console/cards/{card['card_id']}")
+        self.wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#limits"), "per authorization"))
+        self.assertIn("5.00 USD", self.text("#limits"))
+        amount = self.wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#simulate input[name=amount]")))
+        amount.clear()
+        amount.send_keys("9.00")
+        d.find_element(By.CSS_SELECTOR, "#simulate button").click()
+        self.assertIn("spending_limit_exceeded", self.flash("spending_limit_exceeded"))
+        self.expect_text("#tx-status", "declined")
+        self.expect_text("#decline-reason", "spending_limit_exceeded")
+        self.wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#decline-limit"),
+                                                          "per-authorization limit of 5.00 USD"))
+        self.sandbox.client.cards_limits_set(card_id=card["card_id"], external_user_id="carol", limits=[])
 
         # Redeliver a failed delivery.
         failed = self.sandbox.wait_failed_deliveries()

@@ -401,7 +401,7 @@ mod tests {
         );
         assert_eq!(scope_words("c", None), "every card of the project");
         assert_eq!(
-            scope_words("c", Some(&["c".into(), "d".into()])),
+            scope_words("c", Some(&["c".to_owned(), "d".to_owned()][..])),
             "this card and 1 other"
         );
     }
