@@ -887,6 +887,31 @@ both_backends_with!(
             "{matches}"
         );
 
+        // The decision webhook's part, in words: a decline with its reason.
+        let decider = common::spend::Decider::start(
+            &t.creds.api_secret,
+            common::spend::Answer::Decline(Some("velocity check".into())),
+        )
+        .await;
+        t.ok("wh/decision/set", json!({"url": decider.url})).await;
+        let by_webhook = t.authorize(&card, "1.50", "5411").await;
+        assert_eq!(
+            common::spend::outcome(&by_webhook),
+            ("declined".into(), Some("webhook_declined".into()))
+        );
+        let p = v
+            .get(&format!("/console/transactions/{}", tx_id_of(&by_webhook)))
+            .await;
+        assert!(
+            p.body.contains(
+                "id=\"decision-webhook\">Declined by the webhook, which said: velocity check"
+            ),
+            "{}",
+            p.body
+        );
+        assert!(section(&p, "decline").contains("webhook_declined"));
+        t.ok("wh/decision/delete", json!({})).await;
+
         // Thousands of results: the card page shows those of its page, bounded.
         let mut tx = t.store.begin().await.unwrap();
         let now = common::now_micros();
