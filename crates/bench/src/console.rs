@@ -32,19 +32,19 @@ const HOT_LIMITS: &str = r#"[{"interval":"daily","amount":500000000},{"interval"
 /// Rules of the demo project: (name, mode, scoped to the hot card, conditions).
 const RULES: &[(&str, &str, bool, &str)] = &[
     (
-        "Block gambling",
+        "Hot card: block MCC 5999",
         "active",
-        false,
-        r#"[{"attribute":"mcc","operator":"is_one_of","value":["7995"]}]"#,
+        true,
+        r#"[{"attribute":"mcc","operator":"is_one_of","value":["5999"]}]"#,
     ),
     (
-        "Watch large amounts",
+        "Watch amounts over 0.50",
         "shadow",
         false,
-        r#"[{"attribute":"amount","operator":"greater_than","value":"10"}]"#,
+        r#"[{"attribute":"amount","operator":"greater_than","value":"0.5"}]"#,
     ),
     (
-        "Hot card: no seed shops",
+        "Hot card: seed shops",
         "shadow",
         true,
         r#"[{"attribute":"merchant_name","operator":"contains","value":"seed"}]"#,
@@ -557,10 +557,11 @@ async fn seed_controls(
     // the blocking and watching rules' matches of the last one.
     let mut results: Vec<Vec<Val>> = (0..hot)
         .step_by(MATCH_EVERY)
-        .map(|i| result_row(t, 2, i, "shadow", "none", hot_card, tx_at(i)))
+        .map(|i| result_row(t, hot_card, 2, i, tx_at(i)))
         .collect();
-    results.push(result_row(t, 0, hot - 1, "active", "declined", hot_card, tx_at(hot - 1)));
-    results.push(result_row(t, 1, hot - 1, "shadow", "none", hot_card, tx_at(hot - 1)));
+    for rule in [0, 1] {
+        results.push(result_row(t, hot_card, rule, hot - 1, tx_at(hot - 1)));
+    }
     insert(
         conn,
         "auth_rule_results",
@@ -580,15 +581,10 @@ async fn seed_controls(
     .await
 }
 
-fn result_row(
-    t: &Target,
-    rule: usize,
-    tx: usize,
-    mode: &str,
-    decided: &str,
-    card: &str,
-    at: i64,
-) -> Vec<Val> {
+/// A match of `RULES[rule]` on the seeded transaction `tx`: an active rule's declined it.
+fn result_row(t: &Target, card: &str, rule: usize, tx: usize, at: i64) -> Vec<Val> {
+    let mode = RULES[rule].1;
+    let decided = if mode == "active" { "declined" } else { "none" };
     vec![
         Val::Text(format!("be0b{tx:018x}{rule:02x}")),
         Val::Text(t.project_id.clone()),

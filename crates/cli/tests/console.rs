@@ -799,7 +799,10 @@ both_backends_with!(
         let page = v.get(&format!("/console/cards/{card}")).await;
         assert_eq!(page.status, 200);
         assert_no_inline_code(&page);
-        assert!(!page.body.contains("id=\"freeze\""), "a viewer has no actions");
+        assert!(
+            !page.body.contains("id=\"freeze\""),
+            "a viewer has no actions"
+        );
 
         // The limits with the usage cards/limits/get answers.
         let api = t.limits(&card).await;
@@ -828,11 +831,17 @@ both_backends_with!(
         // The rules that apply: the card's own and the project-wide shadow one, never
         // an inactive one or another card's.
         let rules = section(&page, "rules");
-        assert!(rules.contains("No casinos") && rules.contains(&casino_id), "{rules}");
+        assert!(
+            rules.contains("No casinos") && rules.contains(&casino_id),
+            "{rules}"
+        );
         assert!(rules.contains("mcc is one of 7995") && rules.contains("mcc_blocked"));
         assert!(rules.contains("this card only") && rules.contains("every card of the project"));
         assert!(rules.contains("Watch all spending") && rules.contains("never declines"));
-        assert!(!rules.contains("Switched off") && !rules.contains("Only bob"), "{rules}");
+        assert!(
+            !rules.contains("Switched off") && !rules.contains("Only bob"),
+            "{rules}"
+        );
 
         // The rule matches of the page's transactions: the declining one and the shadow
         // ones, labelled.
@@ -870,9 +879,15 @@ both_backends_with!(
         // One declined by a rule names the rule.
         let p = v.get(&format!("/console/transactions/{by_rule}")).await;
         let why = section(&p, "decline");
-        assert!(why.contains("mcc_blocked") && why.contains("merchant category"), "{why}");
+        assert!(
+            why.contains("mcc_blocked") && why.contains("merchant category"),
+            "{why}"
+        );
         let rules = section(&p, "decline-rules");
-        assert!(rules.contains("No casinos") && rules.contains(&casino_id), "{rules}");
+        assert!(
+            rules.contains("No casinos") && rules.contains(&casino_id),
+            "{rules}"
+        );
         let matches = section(&p, "tx-matches");
         assert!(matches.contains("declined the authorization") && matches.contains(&watch_id));
 
@@ -924,7 +939,11 @@ both_backends_with!(
                     version: 1,
                     // Two thirds on a transaction the page lists, a third on one it
                     // does not.
-                    transaction_id: if chunk < 2 { approved.clone() } else { "elsewhere".into() },
+                    transaction_id: if chunk < 2 {
+                        approved.clone()
+                    } else {
+                        "elsewhere".into()
+                    },
                     card_id: card.clone(),
                     mode: "shadow".into(),
                     decided: "none".into(),

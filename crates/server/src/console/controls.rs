@@ -76,7 +76,11 @@ pub(crate) async fn card_limits(conn: &mut Conn, card: &CardRecord) -> LimitsVie
                         ("per_authorization", _) => "each authorization alone".to_owned(),
                         (_, None) => "since the card's first authorization".to_owned(),
                         (_, start) => {
-                            format!("{} → {}", rfc3339_shown(start), rfc3339_shown(&u.window_end))
+                            format!(
+                                "{} → {}",
+                                rfc3339_shown(start),
+                                rfc3339_shown(&u.window_end)
+                            )
                         }
                     },
                     interval: interval_words(&u.interval, u.window_seconds),
@@ -275,13 +279,18 @@ fn units(v: &Value) -> Option<String> {
 fn limit_words_of(d: &Value) -> String {
     let interval = interval_words(
         d["interval"].as_str().unwrap_or("?"),
-        d["window_seconds"].as_u64().and_then(|s| u32::try_from(s).ok()),
+        d["window_seconds"]
+            .as_u64()
+            .and_then(|s| u32::try_from(s).ok()),
     );
     let limit = limit_words(units(&d["limit"]), d["count"].as_u64());
     let mccs = match d["mccs"].as_array() {
         Some(m) if !m.is_empty() => format!(
             " (MCCs {})",
-            m.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+            m.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         _ => String::new(),
     };

@@ -133,7 +133,11 @@ pub(crate) async fn get(
 
 /// The card's limits with their usage at `now` (also what the console's card page
 /// shows, so both read the same numbers).
-pub(crate) async fn view(conn: &mut Conn, card: &CardRecord, now: i64) -> Result<CardLimits, ApiError> {
+pub(crate) async fn view(
+    conn: &mut Conn,
+    card: &CardRecord,
+    now: i64,
+) -> Result<CardLimits, ApiError> {
     let zone = card
         .limits_timezone
         .clone()
