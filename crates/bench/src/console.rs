@@ -506,31 +506,25 @@ async fn seed_controls(
     let mut rules = Vec::new();
     let mut versions = Vec::new();
     for (n, (name, mode, scoped, conditions)) in RULES.iter().enumerate() {
-        let card_ids = if *scoped { scope() } else { Val::NullText };
-        rules.push(vec![
-            Val::Text(id(10, n)),
-            p(),
-            Val::Text((*name).into()),
-            Val::Text((*conditions).into()),
-            Val::Text((*mode).into()),
-            Val::Int(100 + n as i64),
-            card_ids,
-            Val::Int(1),
-            Val::Int(now),
-            Val::Int(now),
-        ]);
-        let card_ids = if *scoped { scope() } else { Val::NullText };
-        versions.push(vec![
-            Val::Text(id(10, n)),
-            Val::Int(1),
-            p(),
-            Val::Text((*name).into()),
-            Val::Text((*conditions).into()),
-            Val::Text((*mode).into()),
-            Val::Int(100 + n as i64),
-            card_ids,
-            Val::Int(now),
-        ]);
+        // The columns a rule and its first version share, in `rule_columns`' order.
+        let fields = || {
+            vec![
+                p(),
+                Val::Text((*name).into()),
+                Val::Text((*conditions).into()),
+                Val::Text((*mode).into()),
+                Val::Int(100 + n as i64),
+                if *scoped { scope() } else { Val::NullText },
+            ]
+        };
+        let mut rule = vec![Val::Text(id(10, n))];
+        rule.extend(fields());
+        rule.extend([Val::Int(1), Val::Int(now), Val::Int(now)]);
+        rules.push(rule);
+        let mut version = vec![Val::Text(id(10, n)), Val::Int(1)];
+        version.extend(fields());
+        version.push(Val::Int(now));
+        versions.push(version);
     }
     let rule_columns = [
         "project_id",
@@ -655,6 +649,21 @@ pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
         .timeout(Duration::from_secs(60))
         .build()?;
     let cookie = login(&http, t).await?;
+    // The hot card's page must show what was seeded, or its timing would be of a card
+    // without spend controls.
+    let hot = http
+        .get(format!("{}/console/cards/{}", t.console_url, s.hot_card))
+        .header("cookie", &cookie)
+        .send()
+        .await?
+        .text()
+        .await?;
+    for seeded in [RULES[0].0, RULES[2].0, "all time", "rolling 604800 s"] {
+        anyhow::ensure!(
+            hot.contains(seeded),
+            "the hot card's page does not show {seeded:?}"
+        );
+    }
     let pages = [
         ("overview", "/console/".to_owned()),
         ("projects", "/console/projects".to_owned()),
