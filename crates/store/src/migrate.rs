@@ -79,6 +79,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0011_lithic.sql"),
         postgres: include_str!("../migrations/postgres/0011_lithic.sql"),
     },
+    Migration {
+        version: 12,
+        name: "console_indexes",
+        sqlite: include_str!("../migrations/sqlite/0012_console_indexes.sql"),
+        postgres: include_str!("../migrations/postgres/0012_console_indexes.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
