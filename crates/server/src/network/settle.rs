@@ -43,7 +43,7 @@ enum Cover {
 
 /// A settlement's plan, or the need to read the master balance first.
 enum Planned {
-    Ready(Plan),
+    Ready(Box<Plan>),
     /// The card cannot pay: plan again with the master account locked.
     NeedsMaster,
 }
@@ -89,7 +89,7 @@ pub(super) async fn clear(
         let (locked, prev) = read_tx(&mut tx, project_id, c.transaction_id).await?;
         let cover = cover(origin, locked.available, balance);
         let plan = match plan_clear(&prev, c.bill_amount, cover, now_micros())? {
-            Planned::Ready(plan) => plan,
+            Planned::Ready(plan) => *plan,
             Planned::NeedsMaster => continue,
         };
         let applied = execute(&mut tx, &locked.card, plan, message_id, "clearing").await?;
@@ -162,7 +162,9 @@ fn plan_clear(
         ),
     ];
     all.extend(excess);
-    Ok(Planned::Ready(Plan::update(prev, next, all, "clear")))
+    Ok(Planned::Ready(Box::new(Plan::update(
+        prev, next, all, "clear",
+    ))))
 }
 
 pub(super) async fn force_post(
@@ -177,7 +179,7 @@ pub(super) async fn force_post(
         let locked = read_issued_card(&mut tx, project_id, p.card_id).await?;
         let cover = cover(origin, locked.available, balance);
         let plan = match plan_force_post(&locked.card, &p, cover, now_micros()) {
-            Planned::Ready(plan) => plan,
+            Planned::Ready(plan) => *plan,
             Planned::NeedsMaster => continue,
         };
         let applied = execute(&mut tx, &locked.card, plan, message_id, "force_post").await?;
@@ -206,7 +208,7 @@ fn plan_force_post(card: &CardRecord, p: &ForcePost<'_>, cover: Cover, now: i64)
     rec.auth_amount = 0;
     rec.cleared = bill.micros();
     set_counted(&mut rec, Counted::approved(bill.micros()));
-    Planned::Ready(Plan::insert(rec, moves))
+    Planned::Ready(Box::new(Plan::insert(rec, moves)))
 }
 
 #[cfg(test)]
@@ -231,7 +233,7 @@ mod tests {
 
     fn ready(planned: Planned) -> Plan {
         match planned {
-            Planned::Ready(plan) => plan,
+            Planned::Ready(plan) => *plan,
             Planned::NeedsMaster => panic!("the plan asked for the master balance"),
         }
     }
