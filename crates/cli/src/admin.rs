@@ -1,7 +1,6 @@
 use crate::audit;
 use crate::settings::{self, GlobalArgs};
 use anyhow::{bail, Context};
-use issuing_domain::ledger::AccountKind;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::{ledger, projects, StoreError};
 use issuing_wire::Amount;
@@ -266,8 +265,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
         AdminCommand::Project(ProjectCommand::List) => {
             let mut conn = store.conn().await?;
             for p in projects::list(&mut conn, LIST_LIMIT).await? {
-                let balance =
-                    ledger::project_balance(&mut conn, &p.id, AccountKind::Master).await?;
+                let balance = ledger::master_balance(&mut conn, &p.id).await?;
                 println!(
                     "{}",
                     json!({
@@ -346,7 +344,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
                     }
                     other => other?,
                 };
-            let balance = ledger::project_balance(&mut tx, &project, AccountKind::Master).await?;
+            let balance = ledger::master_balance(&mut tx, &project).await?;
             tx.commit().await?;
             println!(
                 "{}",

@@ -620,6 +620,141 @@ lithic_case!(transaction_events, |c: Case| async move {
     c
 });
 
+/// The master balance as `project/balance` shows it.
+async fn master(c: &Case) -> String {
+    c.t.ok("project/balance", json!({})).await["available"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A signed amount of whole USDT as the API writes it.
+fn signed(units: i64) -> String {
+    issuing_wire::Amount::from_micros(units * 1_000_000).to_string()
+}
+
+// CONTRACT §14: a real network's clearings are never refused. Beyond the card's
+// funds the card goes to zero and the master balance pays; beyond that the project
+// owes the rest as a negative master balance, which refuses top-ups and card issues
+// (changing nothing) until deposits cover it. The ledger verifies after every step.
+lithic_case!(shortfalls_are_the_projects, |c: Case| async move {
+    let (card_id, token) = c.card("ada", "100").await;
+    let m = Merchant::coffee();
+    let zero = (usdt("0"), usdt("0"));
+    // 1000 deposited, 1.00 issue fee, 100 on the card.
+    assert_eq!(master(&c).await, signed(899));
+
+    // A clearing above its hold and above the card's funds: hold 20, card 80, bill
+    // 150; the card goes to zero and the master balance pays the other 50.
+    let a = c.fake.authorize(&token, 2000, &m).await;
+    assert_eq!(a.result(), "APPROVED");
+    assert_eq!(c.fake.clear(&a.token, 15000).await, vec![200]);
+    assert_eq!(c.balance("ada", &card_id).await, zero);
+    assert_eq!(master(&c).await, signed(849));
+    let cleared = c.txs("ada", &card_id).await;
+    assert_eq!(cleared[0]["card_tx_data"]["status"], "approved");
+    c.t.verify_ledger().await;
+
+    // A force post beyond the card and the master balance: 849 from the master
+    // balance, 151 owed.
+    let (forced, statuses) = c.fake.force_post(&token, 100_000, &m).await;
+    assert_eq!(statuses, vec![200]);
+    assert_eq!(master(&c).await, signed(-151));
+    assert_eq!(c.balance("ada", &card_id).await, zero);
+    // Delivered again: applied once.
+    assert_eq!(c.fake.deliver(&forced).await, vec![200]);
+    assert_eq!(master(&c).await, signed(-151));
+    c.t.verify_ledger().await;
+
+    // project/txs shows the shortfalls, and still adds up to the balance.
+    let txs = c.t.ok("project/txs", json!({"limit": 100})).await;
+    let items = txs["items"].as_array().unwrap();
+    let shortfalls: Vec<(&str, &str)> = items
+        .iter()
+        .filter(|i| i["type"] == "card_shortfall")
+        .map(|i| {
+            (
+                i["amount"].as_str().unwrap(),
+                i["balance_after"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // Newest first: the debt, the master balance emptied, the first clearing's 50.
+    let (m151, m849, m50) = (signed(-151), signed(-849), signed(-50));
+    let (after_debt, after_empty, after_first) = (signed(-151), signed(0), signed(849));
+    assert_eq!(
+        shortfalls,
+        vec![
+            (m151.as_str(), after_debt.as_str()),
+            (m849.as_str(), after_empty.as_str()),
+            (m50.as_str(), after_first.as_str()),
+        ]
+    );
+    assert!(items
+        .iter()
+        .all(|i| i["type"] != "card_shortfall" || i["card_id"] == card_id.as_str()));
+    let sum: i64 = items
+        .iter()
+        .map(|i| {
+            issuing_wire::Amount::parse_decimal(i["amount"].as_str().unwrap())
+                .unwrap()
+                .micros()
+        })
+        .sum();
+    assert_eq!(
+        issuing_wire::Amount::from_micros(sum).to_string(),
+        signed(-151)
+    );
+
+    // In debt: a top-up and a card issue are refused, and nothing changes.
+    let events_before = c.t.events(&c.t.creds.project_id).await.len();
+    c.t.expect_error(
+        "cards/topup",
+        json!({"card_id": card_id, "amount": "10", "idempotency_key": "in-debt-topup"}),
+        403,
+        "insufficient_funds",
+    )
+    .await;
+    c.t.expect_error(
+        "cards/create",
+        json!({"external_user_id": "ada", "product_code": PRODUCT,
+               "idempotency_key": "in-debt-card"}),
+        403,
+        "insufficient_funds",
+    )
+    .await;
+    assert_eq!(master(&c).await, signed(-151));
+    assert_eq!(c.balance("ada", &card_id).await, zero);
+    assert_eq!(c.t.events(&c.t.creds.project_id).await.len(), events_before);
+    let cards = c.t.ok("cards/find", json!({})).await;
+    assert_eq!(cards["total"], 1, "{cards}");
+    c.t.verify_ledger().await;
+
+    // A deposit repays the debt first: part of it leaves the project still in debt.
+    c.t.deposit(&c.t.creds.project_id, 100_000_000).await;
+    assert_eq!(master(&c).await, signed(-51));
+    c.t.expect_error(
+        "cards/topup",
+        json!({"card_id": card_id, "amount": "10", "idempotency_key": "still-in-debt"}),
+        403,
+        "insufficient_funds",
+    )
+    .await;
+    c.t.verify_ledger().await;
+    c.t.deposit(&c.t.creds.project_id, 200_000_000).await;
+    assert_eq!(master(&c).await, signed(149));
+    c.t.verify_ledger().await;
+
+    // Top-ups work again.
+    let (s, v) = c.t.topup(&card_id, json!("10"), "after-debt").await;
+    assert_eq!(s, 200, "{v}");
+    let order = c.t.wait_order(v["order_id"].as_str().unwrap()).await;
+    assert_eq!(order["status"], "completed", "{order}");
+    assert_eq!(master(&c).await, signed(139));
+    assert_eq!(c.balance("ada", &card_id).await, (usdt("10"), usdt("0")));
+    c
+});
+
 lithic_case!(retries_and_failures, |c: Case| async move {
     // A 429 with retry-after, then success: the card is issued once, after waiting.
     c.fake.fail(

@@ -1,7 +1,7 @@
 //! The ledger's rules. Money moves only as transfers: a set of legs whose amounts sum to
 //! zero, each leg changing one account. Customer accounts (a project's master balance, a
 //! card's funds) can never go negative; only the contra accounts that stand for the world
-//! outside (the chain deposits come from, the card network) may.
+//! outside (the chain deposits come from, the card network) and a project's debt may.
 
 use issuing_wire::Amount;
 
@@ -22,6 +22,9 @@ pub enum AccountKind {
     DepositSource,
     /// Contra account for money that left through the card network (settled spends).
     Network,
+    /// What the project owes: a real network's clearing the card and the master balance
+    /// could not pay. Never positive; the wire's master balance is master + debt.
+    Debt,
 }
 
 impl AccountKind {
@@ -34,6 +37,7 @@ impl AccountKind {
             AccountKind::FeeIncome => "fee_income",
             AccountKind::DepositSource => "deposit_source",
             AccountKind::Network => "network",
+            AccountKind::Debt => "debt",
         }
     }
 
@@ -46,13 +50,17 @@ impl AccountKind {
             AccountKind::FeeIncome,
             AccountKind::DepositSource,
             AccountKind::Network,
+            AccountKind::Debt,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
     }
 
     pub const fn may_go_negative(self) -> bool {
-        matches!(self, AccountKind::DepositSource | AccountKind::Network)
+        matches!(
+            self,
+            AccountKind::DepositSource | AccountKind::Network | AccountKind::Debt
+        )
     }
 }
 
@@ -73,6 +81,9 @@ pub enum TransferKind {
     CardSpend,
     /// The card network returns funds to the card.
     CardRefund,
+    /// What a real network's clearing or force post took beyond the card's funds: from
+    /// the master balance, and what that lacked from the project's debt.
+    CardShortfall,
 }
 
 impl TransferKind {
@@ -88,6 +99,7 @@ impl TransferKind {
             TransferKind::CardHoldRelease => "card_hold_release",
             TransferKind::CardSpend => "card_spend",
             TransferKind::CardRefund => "card_refund",
+            TransferKind::CardShortfall => "card_shortfall",
         }
     }
 }
@@ -164,9 +176,60 @@ impl<A> Transfer<A> {
     }
 }
 
+/// Who pays what a real network settles beyond a card's hold: the card's free funds,
+/// then the project's master balance, then the project's debt. All in micro-units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shortfall {
+    pub from_card: i64,
+    pub from_master: i64,
+    pub from_debt: i64,
+}
+
+/// Splits `excess` (what a clearing or force post takes beyond the hold) over the card's
+/// free funds and the master balance; what neither holds becomes debt. A network that
+/// settles does not take "no", so the whole excess is always paid.
+pub fn shortfall(excess: i64, card: i64, master: i64) -> Shortfall {
+    debug_assert!(excess >= 0 && card >= 0 && master >= 0);
+    let from_card = excess.min(card.max(0));
+    let from_master = (excess - from_card).min(master.max(0));
+    let s = Shortfall {
+        from_card,
+        from_master,
+        from_debt: excess - from_card - from_master,
+    };
+    debug_assert_eq!(s.from_card + s.from_master + s.from_debt, excess);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_shortfall_is_paid_card_first_then_master_then_debt(
+            excess in 0i64..1_000_000_000,
+            card in 0i64..1_000_000_000,
+            master in 0i64..1_000_000_000,
+        ) {
+            let s = shortfall(excess, card, master);
+            prop_assert!(s.from_card >= 0 && s.from_master >= 0 && s.from_debt >= 0);
+            prop_assert_eq!(s.from_card + s.from_master + s.from_debt, excess);
+            prop_assert!(s.from_card <= card && s.from_master <= master);
+            // The master balance pays only once the card is empty, debt only once both are.
+            prop_assert!(s.from_master == 0 || s.from_card == card);
+            prop_assert!(s.from_debt == 0 || (s.from_card == card && s.from_master == master));
+        }
+    }
+
+    #[test]
+    fn a_shortfall_takes_the_card_to_zero_then_the_master_balance() {
+        let s = shortfall(50, 10, 15);
+        assert_eq!((s.from_card, s.from_master, s.from_debt), (10, 15, 25));
+        let s = shortfall(5, 10, 15);
+        assert_eq!((s.from_card, s.from_master, s.from_debt), (5, 0, 0));
+    }
 
     #[test]
     fn transfers_must_balance() {
@@ -198,6 +261,8 @@ mod tests {
         assert!(!AccountKind::Master.may_go_negative());
         assert!(!AccountKind::Card.may_go_negative());
         assert!(AccountKind::DepositSource.may_go_negative());
+        assert!(AccountKind::Debt.may_go_negative());
+        assert_eq!(AccountKind::parse("debt"), Some(AccountKind::Debt));
         assert_eq!(
             AccountKind::parse("fee_income"),
             Some(AccountKind::FeeIncome)

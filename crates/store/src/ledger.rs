@@ -7,7 +7,7 @@ use crate::account_cache;
 use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
-use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
+use issuing_domain::ledger::{AccountKind, Leg, Transfer, TransferKind};
 use issuing_wire::{Amount, PageRequest};
 use sqlx::Row;
 
@@ -27,6 +27,7 @@ const PROJECT_ACCOUNTS: &[AccountKind] = &[
     AccountKind::FeeIncome,
     AccountKind::DepositSource,
     AccountKind::Network,
+    AccountKind::Debt,
 ];
 
 pub async fn open_project_accounts(
@@ -101,6 +102,71 @@ pub async fn project_balance(
     .await?
     .ok_or(StoreError::NotFound("account"))?;
     Ok(Amount::from_micros(row.try_get("balance")?))
+}
+
+/// The master balance as the project sees it (`project/balance`, orders, the console):
+/// the master account plus the debt account, so negative while the project owes what a
+/// real network's clearings took beyond its funds. At most one of the two is non-zero
+/// after any transaction (`credit_master` repays debt first; a shortfall empties the
+/// master balance before it adds debt).
+pub async fn master_balance(conn: &mut Conn, project_id: &str) -> Result<Amount, StoreError> {
+    let total: Option<i64> = sqlx::query_scalar(
+        "SELECT CAST(SUM(balance) AS BIGINT) FROM accounts \
+         WHERE project_id = $1 AND card_id IS NULL AND kind IN ('master', 'debt')",
+    )
+    .bind(project_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    total
+        .map(Amount::from_micros)
+        .ok_or(StoreError::NotFound("account"))
+}
+
+/// Locks the master account and answers the project's debt (zero or negative) as it is
+/// under that lock. Every change of the debt account starts here or holds the lock
+/// already, so a debt read here stays true until the caller's transaction ends.
+pub async fn lock_master_read_debt(
+    conn: &mut Conn,
+    project_id: &str,
+) -> Result<Amount, StoreError> {
+    lock_project_account(conn, project_id, AccountKind::Master).await?;
+    project_balance(conn, project_id, AccountKind::Debt).await
+}
+
+/// Credits the master balance with `amount` from `from` (an account id of the project),
+/// paying the project's debt first: the part the debt takes goes to the debt account, the
+/// rest to the master account, in one transfer of `kind`. So money reaching a project
+/// in debt (a deposit, a refund of a failed order, a completed withdrawal) covers the
+/// debt before it can be spent again, and a project in debt always has a master account
+/// at zero.
+pub async fn credit_master(
+    conn: &mut Conn,
+    meta: &TransferMeta<'_>,
+    kind: TransferKind,
+    from: String,
+    amount: Amount,
+) -> Result<Posted, StoreError> {
+    let debt = lock_master_read_debt(conn, meta.project_id).await?;
+    let master = project_account(conn, meta.project_id, AccountKind::Master).await?;
+    let repaid = amount.micros().min(-debt.micros()).max(0);
+    let mut legs = vec![
+        Leg {
+            account: from,
+            amount: Amount::from_micros(-amount.micros()),
+        },
+        Leg {
+            account: master,
+            amount: Amount::from_micros(amount.micros() - repaid),
+        },
+    ];
+    if repaid > 0 {
+        legs.push(Leg {
+            account: project_account(conn, meta.project_id, AccountKind::Debt).await?,
+            amount: Amount::from_micros(repaid),
+        });
+    }
+    let transfer = Transfer::new(kind, legs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    post(conn, meta, &transfer).await
 }
 
 /// The id and balance of a card's account (its free funds).
@@ -517,16 +583,22 @@ async fn refused_leg(
     }
 }
 
-/// Where an account kind comes in the lock order of `post`.
+/// Where an account kind comes in the lock order of `post`. The debt account comes
+/// before the master account only within a transfer, so that a credit which repays
+/// debt writes its debt entry before its master entry (`project/txs` reads them in that
+/// order); every transaction that touches the debt account has locked the master
+/// account first (`credit_master`, a shortfall's settlement), so the master row is
+/// still the first lock of any transaction that takes both.
 fn lock_rank(kind: AccountKind) -> u8 {
     match kind {
-        AccountKind::Master => 0,
-        AccountKind::InFlight => 1,
-        AccountKind::FeeIncome => 2,
-        AccountKind::DepositSource => 3,
-        AccountKind::Network => 4,
-        AccountKind::Card => 5,
-        AccountKind::CardHold => 6,
+        AccountKind::Debt => 0,
+        AccountKind::Master => 1,
+        AccountKind::InFlight => 2,
+        AccountKind::FeeIncome => 3,
+        AccountKind::DepositSource => 4,
+        AccountKind::Network => 5,
+        AccountKind::Card => 6,
+        AccountKind::CardHold => 7,
     }
 }
 
@@ -603,9 +675,14 @@ pub async fn master_history(
     filter: &HistoryFilter,
     page: &PageRequest,
 ) -> Result<(Vec<MasterEntry>, i64), StoreError> {
+    // The debt account's entries are movements of the master balance as the project
+    // sees it (master + debt). At most one of the two is non-zero between transfers,
+    // and a transfer writes the debt entry of a repayment before the master entry of
+    // the rest, so each entry's own balance after it is the project's balance then.
     let master = project_account(conn, project_id, AccountKind::Master).await?;
+    let debt = project_account(conn, project_id, AccountKind::Debt).await?;
     let mut f = Filter::for_project("t.project_id", project_id);
-    f.eq("e.account_id", crate::query::Arg::Text(master));
+    f.texts("e.account_id", &[master, debt]);
     f.texts("t.kind", &filter.kinds);
     f.texts("t.order_id", &filter.order_ids);
     f.texts("t.card_id", &filter.card_ids);
@@ -644,7 +721,8 @@ pub async fn master_history(
     Ok((items, total))
 }
 
-/// Deposit of confirmed funds into the master balance. `reference` (e.g. the chain
+/// Deposit of confirmed funds into the master balance, paying any debt first.
+/// `reference` (e.g. the chain
 /// transaction id) makes a repeated credit of the same deposit a `Conflict`.
 pub async fn deposit(
     conn: &mut Conn,
@@ -653,15 +731,12 @@ pub async fn deposit(
     reference: Option<&str>,
 ) -> Result<Posted, StoreError> {
     let source = project_account(conn, project_id, AccountKind::DepositSource).await?;
-    let master = project_account(conn, project_id, AccountKind::Master).await?;
-    let transfer = Transfer::simple(TransferKind::Deposit, source, master, amount)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let meta = TransferMeta {
         project_id,
         reference,
         ..Default::default()
     };
-    post(conn, &meta, &transfer).await
+    credit_master(conn, &meta, TransferKind::Deposit, source, amount).await
 }
 
 /// A ledger inconsistency found by `verify`.
@@ -688,6 +763,21 @@ pub enum Mismatch {
         kind: String,
         balance: i64,
     },
+    /// A project's debt is not minus its recorded shortfalls less their repayments (the
+    /// entries of `card_shortfall` transfers and of the credits that repaid it), or is
+    /// positive.
+    DebtDiffers {
+        project_id: String,
+        debt: i64,
+        recorded: i64,
+    },
+    /// A project owes debt while its master account holds money that should have
+    /// repaid it.
+    DebtBesideFunds {
+        project_id: String,
+        debt: i64,
+        master: i64,
+    },
 }
 
 impl std::fmt::Display for Mismatch {
@@ -707,6 +797,14 @@ impl std::fmt::Display for Mismatch {
             Mismatch::Negative { account_id, kind, balance } => {
                 write!(f, "account {account_id} ({kind}) is negative: {balance}")
             }
+            Mismatch::DebtDiffers { project_id, debt, recorded } => write!(
+                f,
+                "project {project_id} has debt {debt} but its shortfalls less repayments are {recorded} (a debt is never positive)"
+            ),
+            Mismatch::DebtBesideFunds { project_id, debt, master } => write!(
+                f,
+                "project {project_id} has debt {debt} while its master account holds {master}"
+            ),
         }
     }
 }
@@ -776,7 +874,48 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
             });
         }
     }
+    verify_debts(conn, &mut found).await?;
     Ok(found)
+}
+
+/// A negative master balance (as the wire shows it) is accepted only as recorded debt:
+/// each project's debt account must equal what its `card_shortfall` entries took less
+/// what credits repaid, never be positive, and leave the master account at zero. One
+/// row per project; the sums read the debt account's own entries by index.
+async fn verify_debts(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), StoreError> {
+    let rows = sqlx::query(
+        "SELECT a.project_id, a.balance, \
+         CAST(COALESCE((SELECT SUM(e.amount) FROM entries e JOIN transfers t ON t.id = e.transfer_id \
+           WHERE e.account_id = a.id AND t.project_id = a.project_id \
+           AND ((t.kind = 'card_shortfall' AND e.amount < 0) \
+             OR (t.kind IN ('deposit', 'refund', 'card_withdraw') AND e.amount > 0))), 0) AS BIGINT) AS recorded, \
+         CAST(COALESCE((SELECT m.balance FROM accounts m WHERE m.project_id = a.project_id \
+           AND m.kind = 'master' AND m.card_id IS NULL), 0) AS BIGINT) AS master \
+         FROM accounts a WHERE a.kind = 'debt' AND a.card_id IS NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        let project_id: String = r.try_get("project_id")?;
+        let debt: i64 = r.try_get("balance")?;
+        let recorded: i64 = r.try_get("recorded")?;
+        let master: i64 = r.try_get("master")?;
+        if debt != recorded || debt > 0 {
+            found.push(Mismatch::DebtDiffers {
+                project_id: project_id.clone(),
+                debt,
+                recorded,
+            });
+        }
+        if debt < 0 && master > 0 {
+            found.push(Mismatch::DebtBesideFunds {
+                project_id,
+                debt,
+                master,
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -813,6 +952,7 @@ mod tests {
             .await
             .unwrap();
         posts_every_leg_or_names_the_refused_one(&store, false).await;
+        debt_is_repaid_first_and_verified(&store, false).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -839,6 +979,7 @@ mod tests {
         };
         let store = Store::connect(&url).await.unwrap();
         posts_every_leg_or_names_the_refused_one(&store, true).await;
+        debt_is_repaid_first_and_verified(&store, true).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)
@@ -920,5 +1061,124 @@ mod tests {
                 .unwrap(),
             Amount::from_micros(10 * unit)
         );
+    }
+
+    /// A shortfall beyond the master balance becomes debt; a credit repays it before
+    /// the master account gets anything; `verify` accepts that and finds a debt
+    /// balance that its entries do not explain.
+    async fn debt_is_repaid_first_and_verified(store: &Store, postgres: bool) {
+        let project = if postgres { "d-pg" } else { "d-sqlite" };
+        let unit = issuing_wire::MICROS_PER_UNIT;
+        let mut conn = store.conn().await.unwrap();
+        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
+            .bind(project)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        open_project_accounts(&mut conn, project, 0).await.unwrap();
+        let mut ids = Vec::new();
+        for kind in [AccountKind::Master, AccountKind::Debt, AccountKind::Network] {
+            ids.push(project_account(&mut conn, project, kind).await.unwrap());
+        }
+        let [master, debt, network] = <[String; 3]>::try_from(ids).unwrap();
+        deposit(&mut conn, project, Amount::from_micros(10 * unit), None)
+            .await
+            .unwrap();
+        let meta = TransferMeta {
+            project_id: project,
+            ..Default::default()
+        };
+        // A shortfall of 25 with 10 on the master balance: 10 from it, 15 owed.
+        for (from, units) in [(&master, 10), (&debt, 15)] {
+            let t = Transfer::simple(
+                TransferKind::CardShortfall,
+                from.clone(),
+                network.clone(),
+                Amount::from_micros(units * unit),
+            )
+            .unwrap();
+            post(&mut conn, &meta, &t).await.unwrap();
+        }
+        assert_eq!(
+            master_balance(&mut conn, project).await.unwrap(),
+            Amount::from_micros(-15 * unit)
+        );
+        assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
+        // 20 arrive: 15 repay the debt, 5 reach the master account.
+        deposit(
+            &mut conn,
+            project,
+            Amount::from_micros(20 * unit),
+            Some("r"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            project_balance(&mut conn, project, AccountKind::Debt)
+                .await
+                .unwrap(),
+            Amount::ZERO
+        );
+        assert_eq!(
+            project_balance(&mut conn, project, AccountKind::Master)
+                .await
+                .unwrap(),
+            Amount::from_micros(5 * unit)
+        );
+        // The history reads the repayment before the rest, each with the balance then.
+        let (items, total) = master_history(
+            &mut conn,
+            if postgres {
+                Backend::Postgres
+            } else {
+                Backend::Sqlite
+            },
+            project,
+            &HistoryFilter::default(),
+            &PageRequest {
+                skip: 0,
+                limit: 100,
+                sort_by: "created_at",
+                sort_dir: issuing_wire::SortDir::Asc,
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(total, 5);
+        let lines: Vec<(i64, i64)> = items
+            .iter()
+            .map(|e| (e.amount.micros() / unit, e.balance_after.micros() / unit))
+            .collect();
+        assert_eq!(lines, vec![(10, 10), (-10, 0), (-15, -15), (15, 0), (5, 5)]);
+
+        // Tampered: the debt account says the project owes 7, no entry says so.
+        sqlx::query("UPDATE accounts SET balance = -7000000 WHERE id = $1")
+            .bind(&debt)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let found = verify(&mut conn).await.unwrap();
+        assert!(
+            found.contains(&Mismatch::DebtDiffers {
+                project_id: project.into(),
+                debt: -7 * unit,
+                recorded: 0,
+            }),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&Mismatch::DebtBesideFunds {
+                project_id: project.into(),
+                debt: -7 * unit,
+                master: 5 * unit,
+            }),
+            "{found:?}"
+        );
+        sqlx::query("UPDATE accounts SET balance = 0 WHERE id = $1")
+            .bind(&debt)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
     }
 }

@@ -85,6 +85,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0012_console_indexes.sql"),
         postgres: include_str!("../migrations/postgres/0012_console_indexes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "debt_accounts",
+        sqlite: include_str!("../migrations/sqlite/0013_debt_accounts.sql"),
+        postgres: include_str!("../migrations/postgres/0013_debt_accounts.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

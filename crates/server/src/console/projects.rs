@@ -11,7 +11,6 @@ use crate::projects as admin;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::Extension;
-use issuing_domain::ledger::AccountKind;
 use issuing_domain::time::now_micros;
 use issuing_store::console::{self as reads, CardQuery};
 use issuing_store::{ledger, projects};
@@ -125,7 +124,7 @@ pub(crate) async fn show(
     let p = projects::get(&mut conn, &project_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
-    let balance = ledger::project_balance(&mut conn, &p.id, AccountKind::Master).await?;
+    let balance = ledger::master_balance(&mut conn, &p.id).await?;
     let keys = projects::list_keys(&mut conn, &p.id).await?;
     let users = reads::project_users(&mut conn, &p.id, RELATED_SHOWN).await?;
     let cards = reads::cards_page(

@@ -3,7 +3,6 @@
 //! chain transaction id as reference), in one transaction with the record that makes it
 //! happen once.
 
-use issuing_domain::ledger::AccountKind;
 use issuing_domain::time::now_micros;
 use issuing_store::chain_deposits::{self, ChainDeposit, Recorded};
 use issuing_store::{ledger, Store, StoreError};
@@ -49,8 +48,7 @@ pub(crate) async fn credit(store: &Store, d: &ChainDeposit) -> Result<Credit, St
     }
     let posted = ledger::deposit(&mut tx, &d.project_id, d.amount, Some(&d.transaction_id)).await?;
     chain_deposits::link_transfer(&mut tx, d, &posted.transfer_id).await?;
-    let balance_after =
-        ledger::project_balance(&mut tx, &d.project_id, AccountKind::Master).await?;
+    let balance_after = ledger::master_balance(&mut tx, &d.project_id).await?;
     tx.commit().await?;
     Ok(Credit::Credited {
         transfer_id: posted.transfer_id,

@@ -270,6 +270,12 @@ async fn charge(
     let fee_income = || Acct::Project(AccountKind::FeeIncome);
     let master = || Acct::Project(AccountKind::Master);
     let issue_fee = product.pricing.issue_fee;
+    let charged = issue_fee.micros()
+        + initial_topup.map_or(0, Amount::micros)
+        + topup_fee.map_or(0, Amount::micros);
+    if charged == 0 {
+        money::refuse_if_in_debt(conn, project_id).await?;
+    }
     let mut moved = Vec::with_capacity(3);
     let tag = money::Tag {
         project_id,
@@ -316,9 +322,6 @@ async fn charge(
     // balance before derived from what was charged: a read before the debit could see
     // other orders' changes.
     let balance_after = money::master_balance_after(conn, project_id, &moved).await?;
-    let charged = issue_fee.micros()
-        + initial_topup.map_or(0, Amount::micros)
-        + topup_fee.map_or(0, Amount::micros);
     order.balance_before = Some(balance_after.micros() + charged);
     order.balance_after = Some(balance_after.micros());
     orders::insert(conn, &order).await?;

@@ -46,29 +46,49 @@ pub(crate) async fn transfer(
     if amount.micros() == 0 {
         return Ok(None);
     }
-    let from = resolve(conn, project_id, &from).await?;
-    let to = resolve(conn, project_id, &to).await?;
-    let t =
-        Transfer::simple(kind, from, to, amount).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let meta = TransferMeta {
         project_id,
         order_id: Some(order_id),
         card_id: Some(card_id),
         reference: None,
     };
+    let from = resolve(conn, project_id, &from).await?;
+    // Money reaching the master balance pays the project's debt first.
+    if matches!(to, Acct::Project(AccountKind::Master)) {
+        return ledger::credit_master(conn, &meta, kind, from, amount)
+            .await
+            .map(Some);
+    }
+    let to = resolve(conn, project_id, &to).await?;
+    let t =
+        Transfer::simple(kind, from, to, amount).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     ledger::post(conn, &meta, &t).await.map(Some)
 }
 
+/// The master balance as the project sees it: negative while it owes debt.
 pub(crate) async fn master_balance(
     conn: &mut Conn,
     project_id: &str,
 ) -> Result<Amount, StoreError> {
-    ledger::project_balance(conn, project_id, AccountKind::Master).await
+    ledger::master_balance(conn, project_id).await
 }
 
-/// The master balance after a flow's transfers, as the last of them that moved it
+/// Refuses a charge-free order (a card issue with no fee and no initial topup) while
+/// the project owes debt. Orders that charge anything need no check: a project in
+/// debt has a master account at zero, so their debit is refused as `insufficient_funds`.
+pub(crate) async fn refuse_if_in_debt(conn: &mut Conn, project_id: &str) -> Result<(), StoreError> {
+    let debt = ledger::lock_master_read_debt(conn, project_id).await?;
+    if debt.micros() < 0 {
+        let master = ledger::project_account(conn, project_id, AccountKind::Master).await?;
+        return Err(StoreError::InsufficientFunds { account_id: master });
+    }
+    Ok(())
+}
+
+/// The master balance after a flow's debits, as the last of them that moved it
 /// answered (its update returns the balance under the row's lock, so no query is
-/// needed); read when none of them moved it.
+/// needed); read when none of them moved it. A debit that succeeded found money on the
+/// master account, so the project owes no debt and the master account is all of it.
 pub(crate) async fn master_balance_after(
     conn: &mut Conn,
     project_id: &str,

@@ -56,14 +56,25 @@ pub(crate) async fn open_tx(
     transaction_id: &str,
 ) -> Result<(Tx, CardRecord, CardTxRecord), ApiError> {
     let mut tx = state.store.begin().await?;
-    let found = card_txs::get(&mut tx, project_id, transaction_id)
+    let (locked, current) = read_tx(&mut tx, project_id, transaction_id).await?;
+    Ok((tx, locked.card, current))
+}
+
+/// `open_tx` on a transaction the caller began (and may have locked the master
+/// account in first); the card's free funds come with it.
+pub(crate) async fn read_tx(
+    conn: &mut Conn,
+    project_id: &str,
+    transaction_id: &str,
+) -> Result<(LockedCard, CardTxRecord), ApiError> {
+    let found = card_txs::get(conn, project_id, transaction_id)
         .await?
         .ok_or_else(tx_not_found)?;
-    let card = lock_card(&mut tx, project_id, &found.card_id).await?.card;
-    let current = card_txs::get(&mut tx, project_id, transaction_id)
+    let locked = lock_card(conn, project_id, &found.card_id).await?;
+    let current = card_txs::get(conn, project_id, transaction_id)
         .await?
         .ok_or_else(tx_not_found)?;
-    Ok((tx, card, current))
+    Ok((locked, current))
 }
 
 /// Opens a card a posting without an authorization lands on (force post, unlinked
@@ -74,14 +85,25 @@ pub(crate) async fn open_issued_card(
     card_id: &str,
 ) -> Result<(Tx, CardRecord), ApiError> {
     let mut tx = state.store.begin().await?;
-    let card = lock_card(&mut tx, project_id, card_id).await?.card;
-    if card.provider_card_id.is_none() {
+    let card = read_issued_card(&mut tx, project_id, card_id).await?.card;
+    Ok((tx, card))
+}
+
+/// `open_issued_card` on a transaction the caller began; the card's free funds come
+/// with it.
+pub(crate) async fn read_issued_card(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+) -> Result<LockedCard, ApiError> {
+    let locked = lock_card(conn, project_id, card_id).await?;
+    if locked.card.provider_card_id.is_none() {
         return Err(ApiError::new(
             ErrorSlug::CardNotActive,
-            format!("Card is {}: it was never issued", card.status),
+            format!("Card is {}: it was never issued", locked.card.status),
         ));
     }
-    Ok((tx, card))
+    Ok(locked)
 }
 
 /// Applies `plan` on `conn` (the card's accounts already locked by the caller):
@@ -141,14 +163,18 @@ async fn post(conn: &mut Conn, t: &CardTxRecord, m: Move) -> Result<(), StoreErr
         card_id: &str,
         side: Side,
     ) -> Result<String, StoreError> {
-        let kind = match side {
-            Side::Funds => AccountKind::Card,
-            Side::Hold => AccountKind::CardHold,
-            Side::Network => {
-                return ledger::project_account(conn, project_id, AccountKind::Network).await
-            }
+        let (kind, of_card) = match side {
+            Side::Funds => (AccountKind::Card, true),
+            Side::Hold => (AccountKind::CardHold, true),
+            Side::Network => (AccountKind::Network, false),
+            Side::Master => (AccountKind::Master, false),
+            Side::Debt => (AccountKind::Debt, false),
         };
-        ledger::card_account_id(conn, project_id, card_id, kind).await
+        if of_card {
+            ledger::card_account_id(conn, project_id, card_id, kind).await
+        } else {
+            ledger::project_account(conn, project_id, kind).await
+        }
     }
     let from = account(conn, project_id, card_id, m.from).await?;
     let to = account(conn, project_id, card_id, m.to).await?;

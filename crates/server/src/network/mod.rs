@@ -59,6 +59,19 @@ pub(crate) struct Purchase {
     pub merchant_amount: Amount,
 }
 
+/// Where a message that takes money out of a card comes from, which decides what
+/// happens when the card cannot pay it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The sandbox's simulator (`simulate/cards/*`, the console): a settlement beyond
+    /// the card's funds is refused (403 `insufficient_funds`) and nothing changes.
+    Sandbox,
+    /// A real card network (a provider's events): the settlement already happened
+    /// there and is never refused; what the card lacks is the project's shortfall
+    /// (`docs/money.md`, Shortfalls).
+    Network,
+}
+
 /// A message from the card network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Message {
@@ -72,12 +85,14 @@ pub(crate) enum Message {
     Clearing {
         transaction_id: String,
         bill_amount: Option<Amount>,
+        origin: Origin,
     },
     /// A posting without an authorization.
     ForcePost {
         card_id: String,
         bill_amount: Amount,
         purchase: Purchase,
+        origin: Origin,
     },
     /// Cancels a pending authorization, wholly or (`amount`) in part.
     Reversal {
@@ -179,21 +194,26 @@ pub(crate) async fn apply_within(
         Message::Clearing {
             transaction_id,
             bill_amount,
-        } => settle::clear(state, project_id, &transaction_id, bill_amount, message_id).await,
+            origin,
+        } => {
+            let clearing = settle::Clearing {
+                transaction_id: &transaction_id,
+                bill_amount,
+            };
+            settle::clear(state, project_id, clearing, origin, message_id).await
+        }
         Message::ForcePost {
             card_id,
             bill_amount,
             purchase,
+            origin,
         } => {
-            settle::force_post(
-                state,
-                project_id,
-                &card_id,
+            let post = settle::ForcePost {
+                card_id: &card_id,
                 bill_amount,
-                &purchase,
-                message_id,
-            )
-            .await
+                purchase: &purchase,
+            };
+            settle::force_post(state, project_id, post, origin, message_id).await
         }
         Message::Reversal {
             transaction_id,

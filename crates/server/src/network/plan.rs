@@ -13,12 +13,18 @@ use issuing_store::controls::RuleResult;
 
 use super::Purchase;
 
-/// Which account of the card a move touches.
+/// Which account a move touches: the card's, or (for the network and a shortfall) the
+/// project's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Side {
     Funds,
     Hold,
     Network,
+    /// The project's master balance; only a real network's shortfall takes from it,
+    /// with the master account locked before the card's.
+    Master,
+    /// The project's debt: what a shortfall took beyond the master balance.
+    Debt,
 }
 
 /// One ledger transfer of the subject transaction's money; zero moves nothing.

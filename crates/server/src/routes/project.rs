@@ -2,7 +2,6 @@ use super::filters;
 use crate::pipeline::{reply, ApiResult, Caller, RawRequest};
 use crate::state::AppState;
 use axum::extract::State;
-use issuing_domain::ledger::AccountKind;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::ledger::{self, HistoryFilter, MasterEntry, HISTORY_SORT_KEYS};
 use issuing_wire::api::{Page, ProjectBalance, ProjectTx, Wallet};
@@ -13,7 +12,7 @@ pub(crate) async fn balance(
     caller: Caller,
 ) -> ApiResult<ProjectBalance> {
     let mut conn = state.store.conn().await?;
-    let available = ledger::project_balance(&mut conn, &caller.project_id, AccountKind::Master)
+    let available = ledger::master_balance(&mut conn, &caller.project_id)
         .await
         .map_err(|e| match e {
             issuing_store::StoreError::NotFound(_) => {

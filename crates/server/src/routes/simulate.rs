@@ -2,7 +2,7 @@
 //! its request into one network message and hands it to `network::apply`, the entry
 //! point a real provider adapter calls; the answer is the transaction as it is now.
 
-use crate::network::{self, view, Merchant, Message, Purchase};
+use crate::network::{self, view, Merchant, Message, Origin, Purchase};
 use crate::pipeline::{reply, ApiResult, Caller, Payload};
 use crate::state::AppState;
 use axum::extract::State;
@@ -149,11 +149,13 @@ pub(crate) async fn clear(
         (Some(transaction_id), _, bill_amount) => Message::Clearing {
             transaction_id,
             bill_amount,
+            origin: Origin::Sandbox,
         },
         (None, Some(card_id), Some(bill_amount)) => Message::ForcePost {
             card_id,
             bill_amount,
             purchase: purchase(&req, bill_amount)?,
+            origin: Origin::Sandbox,
         },
         (None, Some(_), None) => {
             return Err(ApiError::new(

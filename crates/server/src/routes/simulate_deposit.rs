@@ -7,7 +7,6 @@ use crate::pipeline::{reply, ApiResult, Caller, Payload};
 use crate::state::AppState;
 use axum::extract::State;
 use issuing_domain::chain_deposit::{is_transaction_id, MAX_DEPOSIT, TRON};
-use issuing_domain::ledger::AccountKind;
 use issuing_domain::trc20;
 use issuing_store::chain_deposits::ChainDeposit;
 use issuing_store::ledger;
@@ -75,8 +74,7 @@ pub(crate) async fn deposit(
         }
     };
     let mut conn = state.store.conn().await?;
-    let available =
-        ledger::project_balance(&mut conn, &caller.project_id, AccountKind::Master).await?;
+    let available = ledger::master_balance(&mut conn, &caller.project_id).await?;
     Ok(reply(SimulatedDeposit {
         transaction_id,
         address,

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectBalance {
+    /// The master balance; negative while the project owes what a real network's
+    /// clearings took beyond its funds (`card_shortfall`).
     pub available: Decimal,
     pub currency: String,
 }
@@ -43,7 +45,8 @@ pub struct ProjectTxs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectTx {
     pub id: String,
-    /// `deposit`, `card_issue`, `card_topup`, `fee`, `card_withdraw` or `refund`.
+    /// `deposit`, `card_issue`, `card_topup`, `fee`, `card_withdraw`, `refund` or
+    /// `card_shortfall`.
     #[serde(rename = "type")]
     pub kind: String,
     pub amount: Decimal,

@@ -11,7 +11,7 @@
 
 use super::asa::{message_id as asa_message_id, purchase_of};
 use super::{verified, LithicProvider, Which};
-use crate::network::{self, Message, Purchase};
+use crate::network::{self, Message, Origin, Purchase};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -207,8 +207,8 @@ async fn apply_event(
             record(state, code, event, tx_token, "ignored").await?;
             return Ok("ignored");
         }
-        // A clearing or force post beyond the card's funds is refused here as by the
-        // simulator; answering 500 keeps it at Lithic, which delivers it again.
+        // Anything else (a clearing or force post is never refused for funds: its
+        // shortfall is the project's) answers 500, and Lithic delivers it again.
         Err(e) => return Err(e),
     };
     {
@@ -254,11 +254,13 @@ fn message_for(
         (EventAction::Clear, Some(t)) => Some(Message::Clearing {
             transaction_id: t.id.clone(),
             bill_amount: Some(amount),
+            origin: Origin::Network,
         }),
         (EventAction::ForcePost, _) if positive => Some(Message::ForcePost {
             card_id: card.id.clone(),
             bill_amount: amount,
             purchase: purchase(),
+            origin: Origin::Network,
         }),
         (EventAction::ReleasePart, Some(t)) if positive => Some(Message::Reversal {
             transaction_id: t.id.clone(),
