@@ -360,7 +360,10 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
     let mut events = Vec::with_capacity(BATCH * 10);
     let mut sent = Vec::with_capacity(BATCH * 10);
     for i in 0..deliveries {
-        let at = now - 30 * DAY + (i as i64) * (30 * DAY / deliveries as i64);
+        // Within 29 days, not 30: the server's retention (30 days by default) deletes
+        // older ended deliveries and events every second, and a seed that runs for
+        // minutes would see its oldest events go before their deliveries are written.
+        let at = now - 29 * DAY + (i as i64) * (29 * DAY / deliveries as i64);
         let state = match i % 20 {
             0 => "failed",
             1 => "pending",
