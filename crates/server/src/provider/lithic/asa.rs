@@ -20,9 +20,8 @@ use issuing_domain::lithic::{
     amount_to_cents_floor, asa_result, cents_to_amount, ASA_APPROVED, ASA_CARD_PAUSED,
     ASA_UNAUTHORIZED_MERCHANT,
 };
-use issuing_domain::time::now_micros;
 use issuing_store::cards::{self, CardRecord};
-use issuing_store::{ledger, lithic as records};
+use issuing_store::ledger;
 use issuing_wire::ApiError;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -240,7 +239,6 @@ async fn decide(
         .unwrap_or(deadline);
     let task = {
         let state = state.clone();
-        let code = lithic.code().to_owned();
         let project_id = card.project_id.clone();
         let message = Message::Authorization {
             card_id: card.id.clone(),
@@ -250,22 +248,14 @@ async fn decide(
         let token = req.token.clone();
         tokio::spawn(async move {
             let id = message_id(&token);
+            // Its events find the transaction by this message id (`events.rs`): no
+            // second write.
             let applied = network::apply_within(
                 &state,
                 &project_id,
                 Some(&id),
                 message,
                 Some(decision_deadline),
-            )
-            .await?;
-            let mut conn = state.store.conn().await?;
-            records::map_transaction(
-                &mut conn,
-                &code,
-                &token,
-                &project_id,
-                &applied.tx.id,
-                now_micros(),
             )
             .await?;
             Ok::<_, ApiError>(applied.tx)
