@@ -2,7 +2,9 @@
 //! runs every scenario against it in one run, plain `GET /health` first as the baseline,
 //! prints a table, and checks the ledger afterwards. See docs/benchmarks.md.
 
+mod asa;
 mod console;
+mod lithic;
 mod load;
 mod receiver;
 mod scenarios;
@@ -61,6 +63,9 @@ enum Mode {
     /// Steady mixed load for a long time; fails if memory, descriptors, the data
     /// retention governs, latency or webhook lag keep growing (docs/benchmarks.md).
     Soak(soak::SoakArgs),
+    /// Signed ASA requests at a fixed rate against a production server whose cards are
+    /// issued through a fake Lithic (docs/benchmarks.md).
+    Asa(asa::AsaArgs),
 }
 
 /// Enough USDT for every top-up and fee of a full-scale run, credited before it starts.
@@ -71,6 +76,7 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     let outcome = match args.mode {
         Some(Mode::Soak(soak)) => soak::run(soak).await,
+        Some(Mode::Asa(a)) => asa::run(a).await,
         None => run(args).await,
     };
     match outcome {
