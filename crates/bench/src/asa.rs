@@ -156,11 +156,13 @@ async fn bench(
         args.rate, args.seconds
     );
     server.take_peak_rss_mib();
+    let cpu_before = server.cpu_seconds();
     let outcome = load(args, &fake, &asa_url, tokens).await;
+    let cpu = cpu_before.zip(server.cpu_seconds()).map(|(a, b)| b - a);
     let rss = server.take_peak_rss_mib();
     let verify = server.admin(&["verify-ledger"]).await;
     server.stop().await?;
-    print(args, &outcome, rss);
+    print(args, &outcome, rss, cpu);
     match verify {
         Ok(out) => {
             println!(
@@ -294,7 +296,7 @@ async fn answer(request: reqwest::RequestBuilder) -> Result<(), String> {
     }
 }
 
-fn print(args: &AsaArgs, o: &Outcome, rss: f64) {
+fn print(args: &AsaArgs, o: &Outcome, rss: f64, cpu: Option<f64>) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "\n{:?}, {} cards, {} ASA requests/s offered for {} s: peak resident memory {rss:.0} MiB\n",
@@ -312,6 +314,12 @@ fn print(args: &AsaArgs, o: &Outcome, rss: f64) {
         ms(o.percentile(0.999)),
         ms(o.percentile(1.0)),
     );
+    if let Some(cpu) = cpu {
+        println!(
+            "\nserver CPU: {cpu:.1} s over the load, {:.2} ms per request answered",
+            1000.0 * cpu / (o.requests.max(1) as f64)
+        );
+    }
     if let Some(e) = &o.first_error {
         println!("\nfirst error: {e}");
     }

@@ -199,6 +199,19 @@ impl Server {
         Ok((server, banner))
     }
 
+    /// CPU time the server has used so far (user + system), from /proc; None where
+    /// there is no /proc.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // Fields after the command name (which may hold spaces): utime and stime are
+        // the 14th and 15th of the line, in clock ticks (100 a second on Linux).
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
+    }
+
     /// The highest RSS since the previous call, in MiB.
     pub fn take_peak_rss_mib(&self) -> f64 {
         self.peak_rss_kib.swap(0, Ordering::Relaxed) as f64 / 1024.0
