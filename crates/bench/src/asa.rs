@@ -49,19 +49,14 @@ const CARD_FUNDS: &str = "1000";
 
 pub async fn run(args: AsaArgs) -> anyhow::Result<bool> {
     let binary = crate::issuing_binary(args.issuing.as_deref())?;
-    let data_dir = std::env::temp_dir().join(format!("issuing-asa-{}", std::process::id()));
-    std::fs::create_dir_all(&data_dir)?;
-    let database = match args.backend {
-        crate::Backend::Sqlite => None,
-        crate::Backend::Postgres => Some(crate::create_database(&args.postgres_url).await?),
-    };
-    let url = database.as_ref().map(|d| d.1.clone());
-    let result = bench(&args, &binary, &data_dir, url.as_deref()).await;
-    if let Some((name, _)) = &database {
-        crate::drop_database(&args.postgres_url, name).await?;
-    }
-    std::fs::remove_dir_all(&data_dir).ok();
-    result
+    let args = &args;
+    crate::on_fresh_database(
+        "asa",
+        args.backend,
+        &args.postgres_url,
+        |dir, url| async move { bench(args, &binary, &dir, url.as_deref()).await },
+    )
+    .await
 }
 
 /// The config file: production, one lithic subprovider on the fake, one product.

@@ -259,6 +259,32 @@ fn print_table(args: &Args, rows: &[(Row, f64)], max_rss: f64) {
     }
 }
 
+/// Runs `body` on a fresh data directory (`issuing-<what>-<pid>` under the temporary
+/// directory) and, on PostgreSQL, a fresh database; removes both afterwards.
+pub(crate) async fn on_fresh_database<F, Fut>(
+    what: &str,
+    backend: Backend,
+    postgres_url: &str,
+    body: F,
+) -> anyhow::Result<bool>
+where
+    F: FnOnce(PathBuf, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let data_dir = std::env::temp_dir().join(format!("issuing-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&data_dir)?;
+    let database = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(create_database(postgres_url).await?),
+    };
+    let result = body(data_dir.clone(), database.as_ref().map(|d| d.1.clone())).await;
+    if let Some((name, _)) = &database {
+        drop_database(postgres_url, name).await?;
+    }
+    std::fs::remove_dir_all(&data_dir).ok();
+    result
+}
+
 /// A fresh database for this run; returns (name, URL).
 pub(crate) async fn create_database(admin_url: &str) -> anyhow::Result<(String, String)> {
     let name = format!("issuing_bench_{}", std::process::id());
