@@ -2,7 +2,9 @@
 //! runs every scenario against it in one run, plain `GET /health` first as the baseline,
 //! prints a table, and checks the ledger afterwards. See docs/benchmarks.md.
 
+mod asa;
 mod console;
+mod lithic;
 mod load;
 mod receiver;
 mod scenarios;
@@ -61,6 +63,9 @@ enum Mode {
     /// Steady mixed load for a long time; fails if memory, descriptors, the data
     /// retention governs, latency or webhook lag keep growing (docs/benchmarks.md).
     Soak(soak::SoakArgs),
+    /// Signed ASA requests at a fixed rate against a production server whose cards are
+    /// issued through a fake Lithic (docs/benchmarks.md).
+    Asa(asa::AsaArgs),
 }
 
 /// Enough USDT for every top-up and fee of a full-scale run, credited before it starts.
@@ -71,6 +76,7 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     let outcome = match args.mode {
         Some(Mode::Soak(soak)) => soak::run(soak).await,
+        Some(Mode::Asa(a)) => asa::run(a).await,
         None => run(args).await,
     };
     match outcome {
@@ -251,6 +257,32 @@ fn print_table(args: &Args, rows: &[(Row, f64)], max_rss: f64) {
             println!("\n- {}: {}", row.name, row.note);
         }
     }
+}
+
+/// Runs `body` on a fresh data directory (`issuing-<what>-<pid>` under the temporary
+/// directory) and, on PostgreSQL, a fresh database; removes both afterwards.
+pub(crate) async fn on_fresh_database<F, Fut>(
+    what: &str,
+    backend: Backend,
+    postgres_url: &str,
+    body: F,
+) -> anyhow::Result<bool>
+where
+    F: FnOnce(PathBuf, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let data_dir = std::env::temp_dir().join(format!("issuing-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&data_dir)?;
+    let database = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(create_database(postgres_url).await?),
+    };
+    let result = body(data_dir.clone(), database.as_ref().map(|d| d.1.clone())).await;
+    if let Some((name, _)) = &database {
+        drop_database(postgres_url, name).await?;
+    }
+    std::fs::remove_dir_all(&data_dir).ok();
+    result
 }
 
 /// A fresh database for this run; returns (name, URL).

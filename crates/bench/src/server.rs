@@ -27,111 +27,189 @@ pub struct Server {
     binary: PathBuf,
     data_dir: PathBuf,
     database_url: Option<String>,
+    launch: Launch,
 }
 
 /// Longest wait for the first-run output.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
+/// What `issuing serve` printed before it listened: `name: value` lines and the
+/// listeners' addresses.
+#[derive(Default)]
+struct Banner {
+    fields: std::collections::HashMap<String, String>,
+    base_url: Option<String>,
+    console_url: Option<String>,
+}
+
+impl Banner {
+    fn take(&mut self, name: &str) -> Option<String> {
+        self.fields.remove(name)
+    }
+}
+
+/// Reads the child's stdout until it listens, then keeps draining it.
+async fn read_banner(child: &mut Child) -> anyhow::Result<Banner> {
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut banner = Banner::default();
+    let read = async {
+        while let Some(line) = lines.next_line().await? {
+            let line = line.trim();
+            if let Some(v) = line.strip_prefix("issuing console on ") {
+                banner.console_url = Some(v.trim_end_matches("/console/").to_owned());
+            } else if let Some(v) = line.strip_prefix("issuing listening on ") {
+                banner.base_url = Some(v.trim_end_matches("/api/v2").to_owned());
+                break;
+            } else if let Some((name, value)) = line.split_once(':') {
+                banner
+                    .fields
+                    .insert(name.trim().to_owned(), value.trim().to_owned());
+            }
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(START_TIMEOUT, read)
+        .await
+        .context("the server did not start in time")??;
+    // Keep draining stdout so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(banner)
+}
+
+/// How a server is run beyond its data: options before the command (`--config`) and
+/// environment variables (a provider's API key), for `serve` and `admin` alike.
+#[derive(Default, Clone)]
+pub struct Launch {
+    pub global: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// A project's credentials.
+pub struct Project {
+    pub project_id: String,
+    pub api_key: String,
+    pub api_secret: String,
+}
+
 impl Server {
+    /// A sandbox server on its first run: the demo project and the console's first
+    /// admin come from what it prints.
     pub async fn start(
         binary: &Path,
         data_dir: &Path,
         database_url: Option<&str>,
         extra: &[String],
     ) -> anyhow::Result<Server> {
-        let mut cmd = Command::new(binary);
-        cmd.arg("--data-dir").arg(data_dir);
-        if let Some(url) = database_url {
-            cmd.arg("--database-url").arg(url);
-        }
-        cmd.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--rate-limit",
-            "0",
-            "--console-listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .env("ISSUING_LOG_FORMAT", "text")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(data_dir.join("serve.log"))?)
-        .kill_on_drop(true);
+        let mut extra = extra.to_vec();
+        extra.extend(["--console-listen".to_owned(), "127.0.0.1:0".to_owned()]);
+        let (server, mut banner) = Self::spawn(
+            binary,
+            data_dir,
+            database_url,
+            &extra,
+            Launch::default(),
+            None,
+        )
+        .await?;
+        let (Some(project_id), Some(api_key), Some(api_secret), Some(console_url), Some(password)) = (
+            banner.take("project_id"),
+            banner.take("api_key"),
+            banner.take("api_secret"),
+            banner.console_url.take(),
+            banner.take("console_password"),
+        ) else {
+            bail!("the server did not print demo and console credentials (is the data directory fresh?)");
+        };
+        Ok(Server {
+            project_id,
+            api_key,
+            api_secret,
+            console_url,
+            console_password: password,
+            ..server
+        })
+    }
+
+    /// A server on a database prepared beforehand (`issuing admin project create`):
+    /// production mode prints no credentials.
+    pub async fn start_with(
+        binary: &Path,
+        data_dir: &Path,
+        database_url: Option<&str>,
+        launch: Launch,
+        project: Project,
+    ) -> anyhow::Result<Server> {
+        Ok(
+            Self::spawn(binary, data_dir, database_url, &[], launch, Some(project))
+                .await?
+                .0,
+        )
+    }
+
+    async fn spawn(
+        binary: &Path,
+        data_dir: &Path,
+        database_url: Option<&str>,
+        extra: &[String],
+        launch: Launch,
+        project: Option<Project>,
+    ) -> anyhow::Result<(Server, Banner)> {
+        let mut cmd = command(binary, data_dir, database_url, &launch);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "0"])
+            .args(extra)
+            .env("ISSUING_LOG_FORMAT", "text")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(data_dir.join("serve.log"))?)
+            .kill_on_drop(true);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", binary.display()))?;
         let pid = child.id().context("the server exited at once")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let (mut project_id, mut api_key, mut api_secret, mut base_url) = (None, None, None, None);
-        let (mut console_url, mut console_password) = (None, None);
-        let read = async {
-            while let Some(line) = lines.next_line().await? {
-                let line = line.trim();
-                let field = |name: &str| {
-                    line.strip_prefix(name)
-                        .map(|rest| rest.trim_start_matches(':').trim().to_owned())
-                };
-                if let Some(v) = field("project_id") {
-                    project_id = Some(v);
-                } else if let Some(v) = field("api_key") {
-                    api_key = Some(v);
-                } else if let Some(v) = field("api_secret") {
-                    api_secret = Some(v);
-                } else if let Some(v) = field("console_password") {
-                    console_password = Some(v);
-                } else if let Some(v) = line.strip_prefix("issuing console on ") {
-                    console_url = Some(v.trim_end_matches("/console/").to_owned());
-                } else if let Some(v) = line.strip_prefix("issuing listening on ") {
-                    base_url = Some(v.trim_end_matches("/api/v2").to_owned());
-                    break;
-                }
-            }
-            anyhow::Ok(())
-        };
-        tokio::time::timeout(START_TIMEOUT, read)
-            .await
-            .context("the server did not start in time")??;
-        // Keep draining stdout so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let (
-            Some(project_id),
-            Some(api_key),
-            Some(api_secret),
-            Some(base_url),
-            Some(console_url),
-            Some(console_password),
-        ) = (
-            project_id,
-            api_key,
-            api_secret,
-            base_url,
-            console_url,
-            console_password,
-        )
-        else {
-            bail!("the server did not print demo and console credentials (is the data directory fresh?)");
-        };
+        let mut banner = read_banner(&mut child).await?;
+        let base_url = banner
+            .base_url
+            .take()
+            .context("the server printed no address")?;
         let peak_rss_kib = Arc::new(AtomicU64::new(0));
         let max_rss_kib = Arc::new(AtomicU64::new(0));
         spawn_rss_sampler(pid, peak_rss_kib.clone(), max_rss_kib.clone());
-        Ok(Server {
+        let project = project.unwrap_or(Project {
+            project_id: String::new(),
+            api_key: String::new(),
+            api_secret: String::new(),
+        });
+        let server = Server {
             child,
             pid,
             base_url,
-            project_id,
-            api_key,
-            api_secret,
-            console_url,
-            console_password,
+            project_id: project.project_id,
+            api_key: project.api_key,
+            api_secret: project.api_secret,
+            console_url: String::new(),
+            console_password: String::new(),
             peak_rss_kib,
             max_rss_kib,
             binary: binary.to_owned(),
             data_dir: data_dir.to_owned(),
             database_url: database_url.map(str::to_owned),
-        })
+            launch,
+        };
+        Ok((server, banner))
+    }
+
+    /// CPU time the server has used so far (user + system), from /proc; None where
+    /// there is no /proc.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // Fields after the command name (which may hold spaces): utime and stime are
+        // the 14th and 15th of the line, in clock ticks (100 a second on Linux).
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
     }
 
     /// The highest RSS since the previous call, in MiB.
@@ -141,22 +219,14 @@ impl Server {
 
     /// Runs `issuing admin ARGS…` on the same database.
     pub async fn admin(&self, args: &[&str]) -> anyhow::Result<String> {
-        let mut cmd = Command::new(&self.binary);
-        cmd.arg("--data-dir").arg(&self.data_dir);
-        if let Some(url) = &self.database_url {
-            cmd.arg("--database-url").arg(url);
-        }
-        let out = cmd.arg("admin").args(args).output().await?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            bail!(
-                "issuing admin {} failed: {}{}",
-                args.join(" "),
-                text,
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(text)
+        admin(
+            &self.binary,
+            &self.data_dir,
+            self.database_url.as_deref(),
+            &self.launch,
+            args,
+        )
+        .await
     }
 
     /// The database the server runs on, as a URL this process can open.
@@ -183,6 +253,42 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// `issuing` with the global options of this server (data, database, `launch`).
+fn command(binary: &Path, data_dir: &Path, database_url: Option<&str>, launch: &Launch) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.args(&launch.global).arg("--data-dir").arg(data_dir);
+    if let Some(url) = database_url {
+        cmd.arg("--database-url").arg(url);
+    }
+    cmd.envs(launch.env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// Runs `issuing admin ARGS…`; answers what it printed, or fails with it.
+pub async fn admin(
+    binary: &Path,
+    data_dir: &Path,
+    database_url: Option<&str>,
+    launch: &Launch,
+    args: &[&str],
+) -> anyhow::Result<String> {
+    let out = command(binary, data_dir, database_url, launch)
+        .arg("admin")
+        .args(args)
+        .output()
+        .await?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!(
+            "issuing admin {} failed: {}{}",
+            args.join(" "),
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(text)
 }
 
 fn spawn_rss_sampler(pid: u32, peak: Arc<AtomicU64>, max: Arc<AtomicU64>) {

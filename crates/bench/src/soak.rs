@@ -161,19 +161,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<bool> {
     let binary = crate::issuing_binary(args.issuing.as_deref())?;
-    let data_dir = std::env::temp_dir().join(format!("issuing-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&data_dir)?;
-    let database = match args.backend {
-        crate::Backend::Sqlite => None,
-        crate::Backend::Postgres => Some(crate::create_database(&args.postgres_url).await?),
-    };
-    let url = database.as_ref().map(|d| d.1.clone());
-    let result = soak(&args, &binary, &data_dir, url.as_deref()).await;
-    if let Some((name, _)) = &database {
-        crate::drop_database(&args.postgres_url, name).await?;
-    }
-    std::fs::remove_dir_all(&data_dir).ok();
-    result
+    let args = &args;
+    crate::on_fresh_database(
+        "soak",
+        args.backend,
+        &args.postgres_url,
+        |dir, url| async move { soak(args, &binary, &dir, url.as_deref()).await },
+    )
+    .await
 }
 
 async fn soak(

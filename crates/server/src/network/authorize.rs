@@ -24,7 +24,7 @@ use issuing_store::card_txs::{CardTxRecord, AWAITING, DECIDED};
 use issuing_store::controls::RuleResult;
 use issuing_store::Conn;
 use issuing_wire::{Amount, ApiError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One authorization request, owned: it waits in the writer's queue.
 struct Request {
@@ -33,8 +33,9 @@ struct Request {
     amount: Amount,
     purchase: Purchase,
     message_id: Option<String>,
-    /// What the caller allows the decision webhook (the Lithic budget); None: its own.
-    budget: Option<Duration>,
+    /// When the decision webhook must have answered (the Lithic budget); None: its
+    /// own `timeout_ms` alone bounds it.
+    deadline: Option<Instant>,
 }
 
 /// A decision webhook still to be asked about an authorization held tentatively.
@@ -64,7 +65,7 @@ pub(super) async fn authorize(
     amount: Amount,
     purchase: &Purchase,
     message_id: Option<&str>,
-    budget: Option<Duration>,
+    deadline: Option<Instant>,
 ) -> Result<Authorized, ApiError> {
     let shared = state.clone();
     let req = Request {
@@ -73,7 +74,7 @@ pub(super) async fn authorize(
         amount,
         purchase: purchase.clone(),
         message_id: message_id.map(str::to_owned),
-        budget,
+        deadline,
     };
     state
         .authorizations
@@ -126,7 +127,12 @@ async fn decide(conn: &mut Conn, state: &AppState, req: &Request) -> Result<Auth
                 None => match limits_and_funds(conn, req, &locked, now).await? {
                     Some(decline) => Err(decline),
                     None => Ok((
-                        decide::webhook::route(controls.endpoint.as_ref(), req.budget),
+                        decide::webhook::route(
+                            controls.endpoint.as_ref(),
+                            // What is left now, after the wait for the writer.
+                            req.deadline
+                                .map(|d| d.saturating_duration_since(Instant::now())),
+                        ),
                         controls.endpoint.clone(),
                     )),
                 },

@@ -31,7 +31,7 @@ use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::{self, CardRecord};
 use issuing_store::Conn;
 use issuing_wire::{Amount, ApiError, ErrorSlug};
-use std::time::Duration;
+use std::time::Instant;
 
 /// The longest network message id kept (the same bound as an idempotency key).
 const MAX_MESSAGE_ID_LEN: usize = 255;
@@ -145,15 +145,16 @@ pub(crate) async fn apply(
     apply_within(state, project_id, message_id, message, None).await
 }
 
-/// `apply`, allowing an authorization's decision webhook at most `decision_budget`
-/// (what a provider's own deadline leaves; less than `MIN_CALL` decides by
-/// `on_timeout` without a call).
+/// `apply` for a caller with a deadline of its own (a provider's ASA budget): an
+/// authorization's decision webhook must have answered by `decision_deadline`. What
+/// remains is measured when the authorization is decided, after its wait for the
+/// writer; less than `MIN_CALL` decides by `on_timeout` without a call.
 pub(crate) async fn apply_within(
     state: &AppState,
     project_id: &str,
     message_id: Option<&str>,
     message: Message,
-    decision_budget: Option<Duration>,
+    decision_deadline: Option<Instant>,
 ) -> Result<Applied, ApiError> {
     if let Some(id) = message_id {
         // Stored in a primary key: PostgreSQL refuses index entries above ~2.7 KB.
@@ -180,7 +181,7 @@ pub(crate) async fn apply_within(
                 amount,
                 &purchase,
                 message_id,
-                decision_budget,
+                decision_deadline,
             )
             .await;
             match authorized {

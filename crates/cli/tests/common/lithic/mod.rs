@@ -8,6 +8,7 @@
 //! an answer lost after the work was done, a final refusal) are injected per operation.
 
 pub mod bodies;
+pub mod harness;
 pub mod spec;
 
 pub use bodies::Merchant;

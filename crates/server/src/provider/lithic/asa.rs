@@ -20,13 +20,12 @@ use issuing_domain::lithic::{
     amount_to_cents_floor, asa_result, cents_to_amount, ASA_APPROVED, ASA_CARD_PAUSED,
     ASA_UNAUTHORIZED_MERCHANT,
 };
-use issuing_domain::time::now_micros;
 use issuing_store::cards::{self, CardRecord};
-use issuing_store::{ledger, lithic as records};
+use issuing_store::ledger;
 use issuing_wire::ApiError;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The network message id of an ASA request: its transaction token.
 pub(super) fn message_id(token: &str) -> String {
@@ -203,14 +202,25 @@ async fn answer(
     }
 }
 
+/// What an ASA decision keeps of its budget for after the decision webhook: writing
+/// the webhook's outcome (or `on_timeout`'s) and answering Lithic. A quarter of the
+/// budget, at most `OUTCOME_MARGIN`.
+fn outcome_margin(budget: Duration) -> Duration {
+    (budget / 4).min(OUTCOME_MARGIN)
+}
+
+/// The most an ASA decision keeps for writing its outcome (see `outcome_margin`).
+const OUTCOME_MARGIN: Duration = Duration::from_millis(100);
+
 /// Decides an authorization through the same path as `simulate/cards/auth`, within
-/// `deadline`. The decision runs as its own task: if the deadline passes first we
-/// decline, and a hold the task still makes is released when Lithic reports the
-/// authorization it declined (an `AUTHORIZATION` event whose result is not
-/// `APPROVED`).
+/// `deadline`. The project's decision webhook is given what remains of it less
+/// `outcome_margin`, so a slow endpoint is decided by its `on_timeout` within the
+/// budget and our answer is what our ledger holds.
 ///
-/// Seam for the decision pipeline (issue 18): the decision webhook is to get what
-/// remains of `deadline`, handed to `network::apply` with the message.
+/// The decision runs as its own task, and the deadline is still enforced around it as
+/// a last resort (a writer stalled past the budget): then we decline, and a hold the
+/// task still makes is released when Lithic reports the authorization it declined (an
+/// `AUTHORIZATION` event whose result is not `APPROVED`).
 async fn decide(
     state: &AppState,
     lithic: &Arc<LithicProvider>,
@@ -224,9 +234,11 @@ async fn decide(
     }
     let amount = cents_to_amount(req.amount_cents)
         .ok_or_else(|| ApiError::validation("amount out of range"))?;
+    let decision_deadline = deadline
+        .checked_sub(outcome_margin(lithic.asa_budget))
+        .unwrap_or(deadline);
     let task = {
         let state = state.clone();
-        let code = lithic.code().to_owned();
         let project_id = card.project_id.clone();
         let message = Message::Authorization {
             card_id: card.id.clone(),
@@ -236,15 +248,14 @@ async fn decide(
         let token = req.token.clone();
         tokio::spawn(async move {
             let id = message_id(&token);
-            let applied = network::apply(&state, &project_id, Some(&id), message).await?;
-            let mut conn = state.store.conn().await?;
-            records::map_transaction(
-                &mut conn,
-                &code,
-                &token,
+            // Its events find the transaction by this message id (`events.rs`): no
+            // second write.
+            let applied = network::apply_within(
+                &state,
                 &project_id,
-                &applied.tx.id,
-                now_micros(),
+                Some(&id),
+                message,
+                Some(decision_deadline),
             )
             .await?;
             Ok::<_, ApiError>(applied.tx)
@@ -305,6 +316,14 @@ mod tests {
         assert_eq!(r.purchase.merchant_currency, "EUR");
         assert_eq!(r.purchase.merchant_amount.micros(), 11_000_000);
         assert!(AsaRequest::parse(&json!({"token": "t"})).is_none());
+    }
+
+    #[test]
+    fn the_outcome_keeps_a_quarter_of_the_budget_at_most_100_ms() {
+        let ms = Duration::from_millis;
+        assert_eq!(outcome_margin(ms(2000)), ms(100));
+        assert_eq!(outcome_margin(ms(400)), ms(100));
+        assert_eq!(outcome_margin(ms(100)), ms(25));
         assert_eq!(message_id("t"), "lithic:asa:t");
     }
 }

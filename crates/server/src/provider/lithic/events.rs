@@ -280,8 +280,9 @@ fn message_for(
     }
 }
 
-/// Our transaction of a Lithic transaction: mapped when an event or ASA applied, or
-/// (before the mapping was written) found by its ASA request's message id.
+/// Our transaction of a Lithic transaction: the one its ASA request made (keyed by the
+/// request's message id, so the ASA path writes no mapping of its own), else the one an
+/// earlier event of it made (a force post), as mapped then.
 async fn our_transaction(
     state: &AppState,
     code: &str,
@@ -289,11 +290,14 @@ async fn our_transaction(
     tx_token: &str,
 ) -> Result<Option<CardTxRecord>, ApiError> {
     let mut conn = state.store.conn().await?;
-    let id = match records::transaction_of(&mut conn, code, tx_token).await? {
-        Some((p, id)) if p == project_id => Some(id),
-        Some(_) => None,
-        None => card_txs::message_applied(&mut conn, project_id, &asa_message_id(tx_token)).await?,
-    };
+    let id =
+        match card_txs::message_applied(&mut conn, project_id, &asa_message_id(tx_token)).await? {
+            Some(id) => Some(id),
+            None => match records::transaction_of(&mut conn, code, tx_token).await? {
+                Some((p, id)) if p == project_id => Some(id),
+                _ => None,
+            },
+        };
     match id {
         Some(id) => Ok(card_txs::get(&mut conn, project_id, &id).await?),
         None => Ok(None),
