@@ -51,6 +51,8 @@ pub struct Row {
     pub name: String,
     pub outcome: Outcome,
     pub note: String,
+    /// The server's CPU time during the scenario (None where it was not measured).
+    pub cpu_secs: Option<f64>,
 }
 
 impl Ctx {
@@ -102,6 +104,7 @@ impl Ctx {
             name: name.to_owned(),
             outcome,
             note,
+            cpu_secs: None,
         })
     }
 

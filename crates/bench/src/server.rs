@@ -139,6 +139,28 @@ impl Server {
         self.peak_rss_kib.swap(0, Ordering::Relaxed) as f64 / 1024.0
     }
 
+    /// The CPU time (user + system, all threads) the server has used so far, in seconds;
+    /// 0 when /proc cannot be read. On a machine shared with other work a scenario's
+    /// CPU per request moves less than its rate does.
+    pub fn cpu_secs(&self) -> f64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return 0.0;
+        };
+        // Fields after the command name (which may hold spaces) end with ')'; utime and
+        // stime are the 14th and 15th fields, the 12th and 13th after it.
+        let ticks: u64 = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| {
+                rest.split_whitespace()
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|f| f.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        ticks as f64 / CLOCK_TICKS_PER_SEC
+    }
+
     /// Runs `issuing admin ARGS…` on the same database.
     pub async fn admin(&self, args: &[&str]) -> anyhow::Result<String> {
         let mut cmd = Command::new(&self.binary);
@@ -184,6 +206,9 @@ impl Server {
         Ok(())
     }
 }
+
+/// `sysconf(_SC_CLK_TCK)`, which is 100 on every Linux this runs on (asking needs libc).
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 
 fn spawn_rss_sampler(pid: u32, peak: Arc<AtomicU64>, max: Arc<AtomicU64>) {
     tokio::spawn(async move {
