@@ -94,10 +94,7 @@ impl Ctx {
             "auth+decision@1" => self.auth_with_decision(LATENCY_AUTHS, 1).await?,
             "webhooks" => self.webhooks().await?,
             "auth+limits+rules" => self.auth_with_controls().await?,
-            "auth+decision" => {
-                self.auth_with_decision(20_000, self.concurrency)
-                    .await?
-            }
+            "auth+decision" => self.auth_with_decision(20_000, self.concurrency).await?,
             other => anyhow::bail!("unknown scenario {other}; known: {}", NAMES.join(", ")),
         };
         Ok(Row {
