@@ -151,9 +151,9 @@ async fn bench(
         args.rate, args.seconds
     );
     server.take_peak_rss_mib();
-    let cpu_before = server.cpu_seconds();
+    let cpu_before = server.cpu_secs();
     let outcome = load(args, &fake, &asa_url, tokens).await;
-    let cpu = cpu_before.zip(server.cpu_seconds()).map(|(a, b)| b - a);
+    let cpu = Some(server.cpu_secs() - cpu_before);
     let rss = server.take_peak_rss_mib();
     let verify = server.admin(&["verify-ledger"]).await;
     server.stop().await?;

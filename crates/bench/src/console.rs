@@ -717,6 +717,7 @@ pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
         rows.push(Row {
             name: format!("console: {name}"),
             outcome,
+            cpu_secs: None,
             note: if i == 0 {
                 format!(
                     "seeded {} cards, {} card transactions ({} on one card) and {} deliveries in {:.1} s",

@@ -175,7 +175,9 @@ async fn bench(
             }
             continue;
         }
-        let row = ctx.run(name).await?;
+        let cpu = server.cpu_secs();
+        let mut row = ctx.run(name).await?;
+        row.cpu_secs = Some(server.cpu_secs() - cpu);
         let rss = server.take_peak_rss_mib();
         report(&row);
         rows.push((row, rss));
@@ -231,17 +233,22 @@ fn print_table(args: &Args, rows: &[(Row, f64)], max_rss: f64) {
         args.backend, args.concurrency, args.scale
     );
     println!(
-        "| Scenario | Requests | Errors | req/s | p50 ms | p99 ms | vs baseline | peak RSS MiB |"
+        "| Scenario | Requests | Errors | req/s | p50 ms | p99 ms | vs baseline | server CPU µs/req | peak RSS MiB |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (row, rss) in rows {
         let o = &row.outcome;
         let ratio = baseline
             .filter(|b| *b > 0.0)
             .map(|b| format!("{:.1}%", 100.0 * o.per_second() / b))
             .unwrap_or_else(|| "-".into());
+        let cpu = row
+            .cpu_secs
+            .filter(|_| o.requests > 0)
+            .map(|s| format!("{:.0}", s * 1e6 / o.requests as f64))
+            .unwrap_or_else(|| "-".into());
         println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {:.0} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {:.0} |",
             row.name,
             o.requests,
             o.errors,
@@ -249,6 +256,7 @@ fn print_table(args: &Args, rows: &[(Row, f64)], max_rss: f64) {
             ms(o.percentile(0.5)),
             ms(o.percentile(0.99)),
             ratio,
+            cpu,
             rss
         );
     }

@@ -22,12 +22,18 @@ pub const NAMES: &[&str] = &[
     "webhooks",
     "auth+limits+rules",
     "auth+decision",
+    // Below capacity: one authorization at a time, plain then through the decision
+    // webhook, so the webhook's added latency is not hidden by queueing.
+    "auth@1",
+    "auth+decision@1",
     // The operator console's pages over seeded cards and transactions (`console.rs`).
     "console",
 ];
 
 /// Cards that top-ups and authorizations spread over.
 pub const HOT_CARDS: usize = 64;
+/// Authorizations of each one-at-a-time scenario: enough for a steady p50.
+const LATENCY_AUTHS: usize = 2_000;
 /// Longest wait for orders to finish or webhooks to arrive after a scenario.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -45,6 +51,8 @@ pub struct Row {
     pub name: String,
     pub outcome: Outcome,
     pub note: String,
+    /// The server's CPU time during the scenario (None where it was not measured).
+    pub cpu_secs: Option<f64>,
 }
 
 impl Ctx {
@@ -79,15 +87,21 @@ impl Ctx {
             "cards/create" => self.cards_create().await?,
             "cards/topup" => self.topup().await?,
             "simulate/cards/auth" => (self.auth(20_000, None).await, String::new()),
+            "auth@1" => (
+                self.auth_at(LATENCY_AUTHS, 1).await,
+                "one at a time; the baseline of auth+decision@1".into(),
+            ),
+            "auth+decision@1" => self.auth_with_decision(LATENCY_AUTHS, 1).await?,
             "webhooks" => self.webhooks().await?,
             "auth+limits+rules" => self.auth_with_controls().await?,
-            "auth+decision" => self.auth_with_decision().await?,
+            "auth+decision" => self.auth_with_decision(20_000, self.concurrency).await?,
             other => anyhow::bail!("unknown scenario {other}; known: {}", NAMES.join(", ")),
         };
         Ok(Row {
             name: name.to_owned(),
             outcome,
             note,
+            cpu_secs: None,
         })
     }
 
@@ -229,9 +243,23 @@ impl Ctx {
     /// `n` authorizations of 0.01 spread over the hot cards; with `sent`, records when
     /// each approved transaction's answer arrived.
     async fn auth(&self, n: usize, sent: Option<Arc<Mutex<HashMap<String, Instant>>>>) -> Outcome {
+        self.auth_sent(n, self.concurrency, sent).await
+    }
+
+    /// Authorizations like `auth`'s with `concurrency` in flight.
+    async fn auth_at(&self, n: usize, concurrency: usize) -> Outcome {
+        self.auth_sent(n, concurrency, None).await
+    }
+
+    async fn auth_sent(
+        &self,
+        n: usize,
+        concurrency: usize,
+        sent: Option<Arc<Mutex<HashMap<String, Instant>>>>,
+    ) -> Outcome {
         let client = self.client.clone();
         let cards = Arc::new(self.cards.clone());
-        load::run(self.count(n), self.concurrency, move |i| {
+        load::run(self.count(n), concurrency, move |i| {
             let (client, cards, sent) = (client.clone(), cards.clone(), sent.clone());
             async move {
                 if cards.is_empty() {
@@ -370,8 +398,12 @@ impl Ctx {
     }
 
     /// Authorizations through the project's decision webhook: a local endpoint that
-    /// approves at once. The endpoint is removed afterwards.
-    async fn auth_with_decision(&self) -> anyhow::Result<(Outcome, String)> {
+    /// approves at once, `concurrency` in flight. The endpoint is removed afterwards.
+    async fn auth_with_decision(
+        &self,
+        n: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<(Outcome, String)> {
         anyhow::ensure!(!self.cards.is_empty(), "needs the cards/create scenario");
         let decider = Decider::start(self.client.clone()).await?;
         call(
@@ -381,14 +413,18 @@ impl Ctx {
         )
         .await
         .map_err(anyhow::Error::msg)?;
-        let outcome = self.auth(20_000, None).await;
+        let outcome = self.auth_at(n, concurrency).await;
         call(&self.client, "wh/decision/delete", json!({}))
             .await
             .map_err(anyhow::Error::msg)?;
+        let baseline = if concurrency == 1 {
+            "auth@1"
+        } else {
+            "simulate/cards/auth"
+        };
         Ok((
             outcome,
-            "endpoint approves at once; added latency = p50 here − p50 of simulate/cards/auth"
-                .into(),
+            format!("endpoint approves at once; added latency = p50 here − p50 of {baseline}"),
         ))
     }
 

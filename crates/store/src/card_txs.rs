@@ -232,7 +232,13 @@ pub struct UsageWindow<'a> {
 }
 
 /// What each window has counted on a card: (counted amount, authorizations), in one
-/// aggregate query bounded by the earliest start, over the rows that count at all.
+/// query over the rows that count at all, bounded by the earliest start.
+///
+/// The windows all end now, so their distinct starts cut the card's history into time
+/// segments; each segment is summed once per distinct MCC list, and a window's usage is
+/// the sum of the segments from its start on. Each row is read once and feeds only its
+/// own segment's sums, instead of every window testing every row (measured: the
+/// aggregate was most of what limits add to an authorization; docs/benchmarks.md).
 pub async fn usage(
     conn: &mut Conn,
     project_id: &str,
@@ -242,70 +248,153 @@ pub async fn usage(
     if windows.is_empty() {
         return Ok(Vec::new());
     }
+    let plan = UsagePlan::new(windows);
     // Every value is bound; the SQL text only depends on the windows' shape.
-    let mut next = 3;
+    let mut next = 2;
     let mut param = || {
         next += 1;
         format!("${next}")
     };
-    let mut columns = Vec::with_capacity(windows.len() * 2);
     let mut binds: Vec<BindValue<'_>> = Vec::new();
-    for (i, w) in windows.iter().enumerate() {
-        let mut conds = Vec::new();
-        if let Some(start) = w.start {
-            conds.push(format!("created_at >= {}", param()));
-            binds.push(BindValue::Int(start));
-        }
-        if !w.mccs.is_empty() {
-            let list: Vec<String> = w
-                .mccs
+    let bounds: Vec<Option<String>> = plan
+        .starts
+        .iter()
+        .map(|s| {
+            s.map(|v| {
+                binds.push(BindValue::Int(v));
+                param()
+            })
+        })
+        .collect();
+    let sums: Vec<String> = plan
+        .sets
+        .iter()
+        .enumerate()
+        .map(|(k, mccs)| {
+            if mccs.is_empty() {
+                return format!(
+                    "CAST(COALESCE(SUM(counted_amount), 0) AS BIGINT) AS a{k}, \
+                     CAST(COUNT(*) AS BIGINT) AS c{k}"
+                );
+            }
+            let list: Vec<String> = mccs
                 .iter()
                 .map(|m| {
                     binds.push(BindValue::Text(m));
                     param()
                 })
                 .collect();
-            conds.push(format!("mcc IN ({})", list.join(", ")));
-        }
-        let when = if conds.is_empty() {
-            "1 = 1".to_owned()
-        } else {
-            conds.join(" AND ")
-        };
-        columns.push(format!(
-            "CAST(COALESCE(SUM(CASE WHEN {when} THEN counted_amount ELSE 0 END), 0) AS BIGINT) AS a{i}, \
-             CAST(COALESCE(SUM(CASE WHEN {when} THEN 1 ELSE 0 END), 0) AS BIGINT) AS c{i}"
-        ));
-    }
-    let earliest = windows
-        .iter()
-        .map(|w| w.start)
-        .try_fold(i64::MAX, |acc, s| s.map(|s| acc.min(s)))
-        .unwrap_or(i64::MIN);
-    let sql = format!(
-        "SELECT {} FROM card_transactions \
-         WHERE project_id = $1 AND card_id = $2 AND created_at >= $3 AND counts = 1",
-        columns.join(", ")
-    );
-    let mut q = sqlx::query(&sql)
-        .bind(project_id)
-        .bind(card_id)
-        .bind(earliest);
+            // Spelled as comparisons: inside a CASE, SQLite's `mcc IN (…)` costs more
+            // per row (measured on 700 rows: 346 against 305 µs for the query).
+            let tests: Vec<String> = list.iter().map(|p| format!("mcc = {p}")).collect();
+            let when = format!("({})", tests.join(" OR "));
+            format!(
+                "CAST(COALESCE(SUM(CASE WHEN {when} THEN counted_amount ELSE 0 END), 0) AS BIGINT) AS a{k}, \
+                 CAST(COALESCE(SUM(CASE WHEN {when} THEN 1 ELSE 0 END), 0) AS BIGINT) AS c{k}"
+            )
+        })
+        .collect();
+    let sums = sums.join(", ");
+    let segments: Vec<String> = (0..bounds.len())
+        .map(|j| {
+            let mut range = Vec::new();
+            if let Some(from) = &bounds[j] {
+                range.push(format!(" AND created_at >= {from}"));
+            }
+            if let Some(Some(until)) = bounds.get(j + 1) {
+                range.push(format!(" AND created_at < {until}"));
+            }
+            format!(
+                "SELECT CAST({j} AS BIGINT) AS seg, {sums} FROM card_transactions \
+                 WHERE project_id = $1 AND card_id = $2 AND counts = 1{}",
+                range.concat()
+            )
+        })
+        .collect();
+    let sql = segments.join(" UNION ALL ");
+    let mut q = sqlx::query(&sql).bind(project_id).bind(card_id);
     for b in binds {
         q = match b {
             BindValue::Int(v) => q.bind(v),
             BindValue::Text(v) => q.bind(v),
         };
     }
-    let row = q.fetch_one(&mut *conn).await?;
-    (0..windows.len())
-        .map(|i| {
-            Ok((
-                row.try_get(format!("a{i}").as_str())?,
-                row.try_get(format!("c{i}").as_str())?,
-            ))
-        })
-        .collect()
+    let rows = q.fetch_all(&mut *conn).await?;
+    let mut by_segment = vec![Vec::new(); bounds.len()];
+    for row in &rows {
+        let seg: i64 = row.try_get("seg")?;
+        let sums = (0..plan.sets.len())
+            .map(|k| {
+                Ok((
+                    row.try_get::<i64, _>(format!("a{k}").as_str())?,
+                    row.try_get::<i64, _>(format!("c{k}").as_str())?,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let slot = usize::try_from(seg)
+            .ok()
+            .and_then(|i| by_segment.get_mut(i))
+            .ok_or_else(|| StoreError::Corrupt(format!("usage segment {seg} out of range")))?;
+        *slot = sums;
+    }
+    if by_segment.iter().any(Vec::is_empty) {
+        return Err(StoreError::Corrupt("usage segment missing".into()));
+    }
+    Ok(plan.combine(&by_segment))
+}
+
+/// How [`usage`] splits its windows: the distinct starts in order (None, "ever", first)
+/// and the distinct MCC lists, with each window's start and list by position.
+#[derive(Debug, PartialEq)]
+struct UsagePlan<'a> {
+    starts: Vec<Option<i64>>,
+    sets: Vec<&'a [String]>,
+    /// Per window: (index in `starts`, index in `sets`).
+    windows: Vec<(usize, usize)>,
+}
+
+impl<'a> UsagePlan<'a> {
+    fn new(windows: &[UsageWindow<'a>]) -> UsagePlan<'a> {
+        let mut starts: Vec<Option<i64>> = windows.iter().map(|w| w.start).collect();
+        // None sorts before every Some: "ever" is the earliest start.
+        starts.sort_unstable();
+        starts.dedup();
+        let mut sets: Vec<&'a [String]> = Vec::new();
+        let windows = windows
+            .iter()
+            .map(|w| {
+                let start = starts.iter().position(|s| *s == w.start).unwrap_or(0);
+                let set = match sets.iter().position(|s| *s == w.mccs) {
+                    Some(k) => k,
+                    None => {
+                        sets.push(w.mccs);
+                        sets.len() - 1
+                    }
+                };
+                (start, set)
+            })
+            .collect();
+        UsagePlan {
+            starts,
+            sets,
+            windows,
+        }
+    }
+
+    /// Each window's (amount, count): its list's sums over the segments from its start.
+    fn combine(&self, by_segment: &[Vec<(i64, i64)>]) -> Vec<(i64, i64)> {
+        self.windows
+            .iter()
+            .map(|&(start, set)| {
+                by_segment[start..]
+                    .iter()
+                    .filter_map(|sums| sums.get(set))
+                    .fold((0i64, 0i64), |(a, c), (sa, sc)| {
+                        (a.saturating_add(*sa), c.saturating_add(*sc))
+                    })
+            })
+            .collect()
+    }
 }
 
 enum BindValue<'a> {
@@ -414,4 +503,47 @@ pub async fn record_message(
     .await
     .map_err(StoreError::from_write)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_sum_the_segments_from_their_start() {
+        let food = vec!["5814".to_owned()];
+        let none: Vec<String> = Vec::new();
+        let windows = [
+            UsageWindow {
+                start: Some(100),
+                mccs: &none,
+            },
+            UsageWindow {
+                start: Some(50),
+                mccs: &food,
+            },
+            UsageWindow {
+                start: Some(100),
+                mccs: &none,
+            },
+            UsageWindow {
+                start: None,
+                mccs: &none,
+            },
+        ];
+        let plan = UsagePlan::new(&windows);
+        assert_eq!(plan.starts, [None, Some(50), Some(100)]);
+        assert_eq!(plan.sets.len(), 2);
+        assert_eq!(plan.windows, [(2, 0), (1, 1), (2, 0), (0, 0)]);
+        // (all, food) per segment: before 50, [50, 100), from 100 on.
+        let segments = [
+            vec![(1, 1), (0, 0)],
+            vec![(20, 2), (4, 1)],
+            vec![(300, 3), (100, 1)],
+        ];
+        assert_eq!(
+            plan.combine(&segments),
+            [(300, 3), (104, 2), (300, 3), (321, 6)]
+        );
+    }
 }
