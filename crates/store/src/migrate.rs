@@ -91,6 +91,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0013_debt_accounts.sql"),
         postgres: include_str!("../migrations/postgres/0013_debt_accounts.sql"),
     },
+    Migration {
+        version: 14,
+        name: "failing_deliveries",
+        sqlite: include_str!("../migrations/sqlite/0014_failing_deliveries.sql"),
+        postgres: include_str!("../migrations/postgres/0014_failing_deliveries.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

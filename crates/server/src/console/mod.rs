@@ -12,6 +12,7 @@
 
 mod assets;
 mod audit;
+mod card_counts;
 mod cards;
 mod chart;
 mod controls;
@@ -56,6 +57,7 @@ pub(crate) struct Console(Arc<Inner>);
 pub(crate) struct Inner {
     pub app: AppState,
     pub chart: chart::Cache,
+    pub card_counts: card_counts::Cache,
     pub hashing: Semaphore,
     /// One ledger verification at a time: it reads the whole ledger.
     pub verifying: Mutex<()>,
@@ -73,6 +75,7 @@ impl Console {
         Console(Arc::new(Inner {
             app,
             chart: chart::Cache::default(),
+            card_counts: card_counts::Cache::default(),
             hashing: Semaphore::new(MAX_HASHING),
             verifying: Mutex::new(()),
         }))

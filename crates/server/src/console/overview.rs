@@ -48,7 +48,7 @@ pub(crate) async fn page(
     let mut projects = reads::projects_page(&mut conn, &op.scope, None, SHOWN + 1).await?;
     let more_projects = projects.len() > usize::try_from(SHOWN).unwrap_or(0);
     projects.truncate(usize::try_from(SHOWN).unwrap_or(0));
-    let card_counts = reads::card_counts(&mut conn, &op.scope).await?;
+    let card_counts = console.card_counts.get(&mut conn, &op.scope).await?;
     let chart = chart::chart(&console.chart, &mut conn, &op.scope, now).await?;
     let deliveries = reads::failing_deliveries(&mut conn, &op.scope, SHOWN).await?;
     let orders = reads::orders_needing_attention(&mut conn, &op.scope, now - DAY, SHOWN).await?;
