@@ -231,14 +231,21 @@ pub struct UsageWindow<'a> {
     pub mccs: &'a [String],
 }
 
+/// Microseconds in a UTC day: the unit of `card_usage_days` (migration 0015).
+const DAY: i64 = 86_400_000_000;
+
 /// What each window has counted on a card: (counted amount, authorizations), in one
-/// query over the rows that count at all, bounded by the earliest start.
+/// query bounded by the earliest start.
 ///
-/// The windows all end now, so their distinct starts cut the card's history into time
-/// segments; each segment is summed once per distinct MCC list, and a window's usage is
-/// the sum of the segments from its start on. Each row is read once and feeds only its
-/// own segment's sums, instead of every window testing every row (measured: the
-/// aggregate was most of what limits add to an authorization; docs/benchmarks.md).
+/// The windows all end now, so their distinct starts, with the UTC midnights around
+/// each, cut the card's history into segments: whole UTC days are summed from
+/// `card_usage_days` (a row per day and MCC, kept by triggers), and a segment inside
+/// one day (the partial first day of a window in another time zone, or of a rolling
+/// window) from the transactions themselves. Each segment is summed once per distinct
+/// MCC list, and a window's usage is the sum of the segments from its start on. The
+/// cost grows with the days in the windows and the rows of at most one partial day per
+/// start, not with the card's history (measured: the aggregate over transactions was
+/// most of what limits add to an authorization; docs/benchmarks.md).
 pub async fn usage(
     conn: &mut Conn,
     project_id: &str,
@@ -249,69 +256,83 @@ pub async fn usage(
         return Ok(Vec::new());
     }
     let plan = UsagePlan::new(windows);
-    // Every value is bound; the SQL text only depends on the windows' shape.
-    let mut next = 2;
-    let mut param = || {
-        next += 1;
-        format!("${next}")
-    };
+    // Every value is bound ($1 and $2 are the project and card); the SQL text only
+    // depends on the windows' shape.
     let mut binds: Vec<BindValue<'_>> = Vec::new();
-    let bounds: Vec<Option<String>> = plan
-        .starts
+    fn bind<'b>(binds: &mut Vec<BindValue<'b>>, v: BindValue<'b>) -> String {
+        binds.push(v);
+        format!("${}", binds.len() + 2)
+    }
+    // Each MCC list's test, bound once and shared by every segment. Spelled as
+    // comparisons: inside a CASE, SQLite's `mcc IN (…)` costs more per row (measured on
+    // 700 rows: 346 against 305 µs for the query).
+    let tests: Vec<Option<String>> = plan
+        .sets
         .iter()
-        .map(|s| {
-            s.map(|v| {
-                binds.push(BindValue::Int(v));
-                param()
+        .map(|mccs| {
+            (!mccs.is_empty()).then(|| {
+                let each: Vec<String> = mccs
+                    .iter()
+                    .map(|m| format!("mcc = {}", bind(&mut binds, BindValue::Text(m))))
+                    .collect();
+                format!("({})", each.join(" OR "))
             })
         })
         .collect();
-    let sums: Vec<String> = plan
-        .sets
+    let sums = |amount: &str, count: &str| -> String {
+        tests
+            .iter()
+            .enumerate()
+            .map(|(k, test)| match test {
+                None => format!(
+                    "CAST(COALESCE(SUM({amount}), 0) AS BIGINT) AS a{k}, \
+                     CAST(COALESCE(SUM({count}), 0) AS BIGINT) AS c{k}"
+                ),
+                Some(when) => format!(
+                    "CAST(COALESCE(SUM(CASE WHEN {when} THEN {amount} ELSE 0 END), 0) AS BIGINT) AS a{k}, \
+                     CAST(COALESCE(SUM(CASE WHEN {when} THEN {count} ELSE 0 END), 0) AS BIGINT) AS c{k}"
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let by_day = sums("spent", "used_count");
+    let by_row = sums("counted_amount", "1");
+    let selects: Vec<String> = plan
+        .segments
         .iter()
         .enumerate()
-        .map(|(k, mccs)| {
-            if mccs.is_empty() {
-                return format!(
-                    "CAST(COALESCE(SUM(counted_amount), 0) AS BIGINT) AS a{k}, \
-                     CAST(COUNT(*) AS BIGINT) AS c{k}"
-                );
+        .map(|(j, seg)| {
+            let (column, from, sums) = if seg.by_day {
+                (
+                    "day",
+                    "card_usage_days WHERE project_id = $1 AND card_id = $2",
+                    &by_day,
+                )
+            } else {
+                (
+                    "created_at",
+                    "card_transactions WHERE project_id = $1 AND card_id = $2 AND counts = 1",
+                    &by_row,
+                )
+            };
+            let mut range = String::new();
+            if let Some(v) = seg.from {
+                range.push_str(&format!(
+                    " AND {column} >= {}",
+                    bind(&mut binds, BindValue::Int(v))
+                ));
             }
-            let list: Vec<String> = mccs
-                .iter()
-                .map(|m| {
-                    binds.push(BindValue::Text(m));
-                    param()
-                })
-                .collect();
-            // Spelled as comparisons: inside a CASE, SQLite's `mcc IN (…)` costs more
-            // per row (measured on 700 rows: 346 against 305 µs for the query).
-            let tests: Vec<String> = list.iter().map(|p| format!("mcc = {p}")).collect();
-            let when = format!("({})", tests.join(" OR "));
-            format!(
-                "CAST(COALESCE(SUM(CASE WHEN {when} THEN counted_amount ELSE 0 END), 0) AS BIGINT) AS a{k}, \
-                 CAST(COALESCE(SUM(CASE WHEN {when} THEN 1 ELSE 0 END), 0) AS BIGINT) AS c{k}"
-            )
+            if let Some(v) = seg.until {
+                range.push_str(&format!(
+                    " AND {column} < {}",
+                    bind(&mut binds, BindValue::Int(v))
+                ));
+            }
+            format!("SELECT CAST({j} AS BIGINT) AS seg, {sums} FROM {from}{range}")
         })
         .collect();
-    let sums = sums.join(", ");
-    let segments: Vec<String> = (0..bounds.len())
-        .map(|j| {
-            let mut range = Vec::new();
-            if let Some(from) = &bounds[j] {
-                range.push(format!(" AND created_at >= {from}"));
-            }
-            if let Some(Some(until)) = bounds.get(j + 1) {
-                range.push(format!(" AND created_at < {until}"));
-            }
-            format!(
-                "SELECT CAST({j} AS BIGINT) AS seg, {sums} FROM card_transactions \
-                 WHERE project_id = $1 AND card_id = $2 AND counts = 1{}",
-                range.concat()
-            )
-        })
-        .collect();
-    let sql = segments.join(" UNION ALL ");
+    let sql = selects.join(" UNION ALL ");
     let mut q = sqlx::query(&sql).bind(project_id).bind(card_id);
     for b in binds {
         q = match b {
@@ -320,7 +341,7 @@ pub async fn usage(
         };
     }
     let rows = q.fetch_all(&mut *conn).await?;
-    let mut by_segment = vec![Vec::new(); bounds.len()];
+    let mut by_segment = vec![Vec::new(); plan.segments.len()];
     for row in &rows {
         let seg: i64 = row.try_get("seg")?;
         let sums = (0..plan.sets.len())
@@ -343,27 +364,74 @@ pub async fn usage(
     Ok(plan.combine(&by_segment))
 }
 
-/// How [`usage`] splits its windows: the distinct starts in order (None, "ever", first)
-/// and the distinct MCC lists, with each window's start and list by position.
+/// A stretch of a card's history between two cuts (None: unbounded), read from
+/// `card_usage_days` when both ends are UTC midnights (or unbounded), else from the
+/// transactions; a segment of the latter kind never spans more than one day.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct Segment {
+    from: Option<i64>,
+    until: Option<i64>,
+    by_day: bool,
+}
+
+/// How [`usage`] splits its windows: the segments in order from the earliest start, the
+/// distinct MCC lists, and each window's first segment and list by position.
 #[derive(Debug, PartialEq)]
 struct UsagePlan<'a> {
-    starts: Vec<Option<i64>>,
+    segments: Vec<Segment>,
     sets: Vec<&'a [String]>,
-    /// Per window: (index in `starts`, index in `sets`).
+    /// Per window: (index of its first segment, index in `sets`).
     windows: Vec<(usize, usize)>,
 }
 
 impl<'a> UsagePlan<'a> {
     fn new(windows: &[UsageWindow<'a>]) -> UsagePlan<'a> {
-        let mut starts: Vec<Option<i64>> = windows.iter().map(|w| w.start).collect();
-        // None sorts before every Some: "ever" is the earliest start.
-        starts.sort_unstable();
-        starts.dedup();
+        let day_start = |t: i64| t - t.rem_euclid(DAY);
+        // Every start, and the midnights on both sides of one inside a day: a segment
+        // between two consecutive cuts is then either whole days or inside one day.
+        let mut cuts: Vec<i64> = Vec::with_capacity(windows.len() * 3);
+        for s in windows.iter().filter_map(|w| w.start) {
+            cuts.push(s);
+            if s.rem_euclid(DAY) != 0 {
+                cuts.push(day_start(s));
+                cuts.push(day_start(s).saturating_add(DAY));
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let earliest = if windows.iter().any(|w| w.start.is_none()) {
+            None
+        } else {
+            windows.iter().filter_map(|w| w.start).min()
+        };
+        let mut froms: Vec<Option<i64>> = Vec::with_capacity(cuts.len() + 1);
+        if earliest.is_none() {
+            froms.push(None);
+        }
+        froms.extend(
+            cuts.iter()
+                .copied()
+                .filter(|&c| earliest.is_none_or(|e| c >= e))
+                .map(Some),
+        );
+        let segments: Vec<Segment> = froms
+            .iter()
+            .enumerate()
+            .map(|(i, &from)| {
+                let until = froms.get(i + 1).copied().flatten();
+                let whole = |t: Option<i64>| t.is_none_or(|t| t.rem_euclid(DAY) == 0);
+                Segment {
+                    from,
+                    until,
+                    by_day: whole(from) && whole(until),
+                }
+            })
+            .collect();
         let mut sets: Vec<&'a [String]> = Vec::new();
         let windows = windows
             .iter()
             .map(|w| {
-                let start = starts.iter().position(|s| *s == w.start).unwrap_or(0);
+                let first = segments.iter().position(|s| s.from == w.start).unwrap_or(0);
                 let set = match sets.iter().position(|s| *s == w.mccs) {
                     Some(k) => k,
                     None => {
@@ -371,11 +439,11 @@ impl<'a> UsagePlan<'a> {
                         sets.len() - 1
                     }
                 };
-                (start, set)
+                (first, set)
             })
             .collect();
         UsagePlan {
-            starts,
+            segments,
             sets,
             windows,
         }
@@ -509,41 +577,99 @@ pub async fn record_message(
 mod tests {
     use super::*;
 
+    const H: i64 = 3_600_000_000;
+
+    fn seg(from: Option<i64>, until: Option<i64>, by_day: bool) -> Segment {
+        Segment {
+            from,
+            until,
+            by_day,
+        }
+    }
+
+    /// Starts at UTC midnight read days only; a start inside a day reads that day's
+    /// rows from it to the next midnight; "ever" reads every day before the first cut.
     #[test]
-    fn windows_sum_the_segments_from_their_start() {
+    fn whole_days_come_from_the_day_rows_and_partial_days_from_transactions() {
         let food = vec!["5814".to_owned()];
         let none: Vec<String> = Vec::new();
+        let today = 20_000 * DAY;
         let windows = [
+            // daily in UTC
             UsageWindow {
-                start: Some(100),
+                start: Some(today),
                 mccs: &none,
             },
+            // daily in UTC+5:30 (local midnight 18:30 UTC yesterday), food only
             UsageWindow {
-                start: Some(50),
+                start: Some(today - DAY + 18 * H + H / 2),
                 mccs: &food,
             },
-            UsageWindow {
-                start: Some(100),
-                mccs: &none,
-            },
+            // all time
             UsageWindow {
                 start: None,
                 mccs: &none,
             },
+            // rolling, starting inside today
+            UsageWindow {
+                start: Some(today + 3 * H),
+                mccs: &none,
+            },
         ];
         let plan = UsagePlan::new(&windows);
-        assert_eq!(plan.starts, [None, Some(50), Some(100)]);
+        let kolkata = today - DAY + 18 * H + H / 2;
+        assert_eq!(
+            plan.segments,
+            [
+                seg(None, Some(today - DAY), true),
+                seg(Some(today - DAY), Some(kolkata), false),
+                seg(Some(kolkata), Some(today), false),
+                seg(Some(today), Some(today + 3 * H), false),
+                seg(Some(today + 3 * H), Some(today + DAY), false),
+                seg(Some(today + DAY), None, true),
+            ]
+        );
         assert_eq!(plan.sets.len(), 2);
-        assert_eq!(plan.windows, [(2, 0), (1, 1), (2, 0), (0, 0)]);
-        // (all, food) per segment: before 50, [50, 100), from 100 on.
+        assert_eq!(plan.windows, [(3, 0), (2, 1), (0, 0), (4, 0)]);
+        // (all, food) per segment.
         let segments = [
-            vec![(1, 1), (0, 0)],
+            vec![(1000, 10), (100, 1)],
+            vec![(1, 1), (1, 1)],
             vec![(20, 2), (4, 1)],
-            vec![(300, 3), (100, 1)],
+            vec![(300, 3), (0, 0)],
+            vec![(5, 1), (5, 1)],
+            vec![(0, 0), (0, 0)],
         ];
         assert_eq!(
             plan.combine(&segments),
-            [(300, 3), (104, 2), (300, 3), (321, 6)]
+            [(305, 4), (9, 2), (1326, 17), (5, 1)]
         );
+    }
+
+    /// Without an unbounded window nothing before the earliest start is read, and a
+    /// start at midnight needs no partial day.
+    #[test]
+    fn reading_starts_at_the_earliest_start() {
+        let none: Vec<String> = Vec::new();
+        let month = 20_000 * DAY;
+        let windows = [
+            UsageWindow {
+                start: Some(month),
+                mccs: &none,
+            },
+            UsageWindow {
+                start: Some(month + 9 * DAY),
+                mccs: &none,
+            },
+        ];
+        let plan = UsagePlan::new(&windows);
+        assert_eq!(
+            plan.segments,
+            [
+                seg(Some(month), Some(month + 9 * DAY), true),
+                seg(Some(month + 9 * DAY), None, true),
+            ]
+        );
+        assert_eq!(plan.windows, [(0, 0), (1, 0)]);
     }
 }

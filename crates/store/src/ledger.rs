@@ -778,6 +778,15 @@ pub enum Mismatch {
         debt: i64,
         master: i64,
     },
+    /// A card's usage kept for a UTC day and MCC (`card_usage_days`, what limits read)
+    /// differs from what its transactions of that day count.
+    UsageDiffers {
+        card_id: String,
+        day: i64,
+        mcc: String,
+        kept: (i64, i64),
+        counted: (i64, i64),
+    },
 }
 
 impl std::fmt::Display for Mismatch {
@@ -804,6 +813,10 @@ impl std::fmt::Display for Mismatch {
             Mismatch::DebtBesideFunds { project_id, debt, master } => write!(
                 f,
                 "project {project_id} has debt {debt} while its master account holds {master}"
+            ),
+            Mismatch::UsageDiffers { card_id, day, mcc, kept, counted } => write!(
+                f,
+                "card {card_id} keeps usage {kept:?} (amount, count) for the day starting {day} and MCC '{mcc}' but its transactions count {counted:?}"
             ),
         }
     }
@@ -875,7 +888,44 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
         }
     }
     verify_debts(conn, &mut found).await?;
+    verify_usage(conn, &mut found).await?;
     Ok(found)
+}
+
+/// At most this many usage mismatches are reported: one is enough to fail, and a
+/// corrupted table could differ on every row.
+const USAGE_MISMATCHES: i64 = 1_000;
+
+/// Limits read a card's whole days from `card_usage_days`, kept by triggers: each row
+/// must equal what the day's counted transactions sum to, and every such day must have
+/// its row. Both sides are grouped in one pass.
+async fn verify_usage(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), StoreError> {
+    let rows = sqlx::query(
+        "SELECT card_id, day, mcc, CAST(SUM(ks) AS BIGINT) AS ks, CAST(SUM(kc) AS BIGINT) AS kc, \
+         CAST(SUM(cs) AS BIGINT) AS cs, CAST(SUM(cc) AS BIGINT) AS cc FROM ( \
+           SELECT project_id, card_id, day, mcc, spent AS ks, used_count AS kc, \
+             CAST(0 AS BIGINT) AS cs, CAST(0 AS BIGINT) AS cc FROM card_usage_days \
+           UNION ALL \
+           SELECT project_id, card_id, created_at - created_at % 86400000000 AS day, \
+             COALESCE(mcc, '') AS mcc, CAST(0 AS BIGINT), CAST(0 AS BIGINT), counted_amount, \
+             CAST(1 AS BIGINT) FROM card_transactions WHERE counts = 1 \
+         ) u GROUP BY project_id, card_id, day, mcc \
+         HAVING SUM(ks) <> SUM(cs) OR SUM(kc) <> SUM(cc) \
+         ORDER BY card_id, day, mcc LIMIT $1",
+    )
+    .bind(USAGE_MISMATCHES)
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        found.push(Mismatch::UsageDiffers {
+            card_id: r.try_get("card_id")?,
+            day: r.try_get("day")?,
+            mcc: r.try_get("mcc")?,
+            kept: (r.try_get("ks")?, r.try_get("kc")?),
+            counted: (r.try_get("cs")?, r.try_get("cc")?),
+        });
+    }
+    Ok(())
 }
 
 /// A negative master balance (as the wire shows it) is accepted only as recorded debt:
@@ -953,6 +1003,7 @@ mod tests {
             .unwrap();
         posts_every_leg_or_names_the_refused_one(&store, false).await;
         debt_is_repaid_first_and_verified(&store, false).await;
+        drifted_usage_is_found(&store).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -980,6 +1031,7 @@ mod tests {
         let store = Store::connect(&url).await.unwrap();
         posts_every_leg_or_names_the_refused_one(&store, true).await;
         debt_is_repaid_first_and_verified(&store, true).await;
+        drifted_usage_is_found(&store).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)
@@ -1176,6 +1228,35 @@ mod tests {
         );
         sqlx::query("UPDATE accounts SET balance = 0 WHERE id = $1")
             .bind(&debt)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
+    }
+
+    /// A day's usage kept without the transactions that would count it (or kept wrong)
+    /// is found; the check reads both sides, so a row that matches is not reported.
+    async fn drifted_usage_is_found(store: &Store) {
+        let mut conn = store.conn().await.unwrap();
+        assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
+        sqlx::query(
+            "INSERT INTO card_usage_days (project_id, card_id, day, mcc, spent, used_count) \
+             VALUES ('p', 'c', 86400000000, '5411', 5, 1), ('p', 'c', 0, '', 0, 0)",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(
+            verify(&mut conn).await.unwrap(),
+            vec![Mismatch::UsageDiffers {
+                card_id: "c".into(),
+                day: 86_400_000_000,
+                mcc: "5411".into(),
+                kept: (5, 1),
+                counted: (0, 0),
+            }]
+        );
+        sqlx::query("DELETE FROM card_usage_days WHERE card_id = 'c'")
             .execute(&mut *conn)
             .await
             .unwrap();

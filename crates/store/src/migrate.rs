@@ -97,6 +97,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0014_failing_deliveries.sql"),
         postgres: include_str!("../migrations/postgres/0014_failing_deliveries.sql"),
     },
+    Migration {
+        version: 15,
+        name: "card_usage_days",
+        sqlite: include_str!("../migrations/sqlite/0015_card_usage_days.sql"),
+        postgres: include_str!("../migrations/postgres/0015_card_usage_days.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

@@ -1,6 +1,8 @@
 //! What a card's limits have counted in their current windows: one aggregate query
-//! over the card's transactions (`card_txs::usage`), never counters, so changing
-//! limits never resets it and rolling windows are exact.
+//! (`card_txs::usage`) over what the card's transactions count, kept per UTC day and
+//! MCC and read row by row only for a window's partial first day. Nothing is kept per
+//! limit, so changing limits or their time zone never resets usage, and calendar
+//! windows in any time zone and rolling windows are exact.
 
 use super::decide::limits::{windows, CardLimits};
 use issuing_domain::controls::limits::Usage;
