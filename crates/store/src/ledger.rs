@@ -778,11 +778,13 @@ pub enum Mismatch {
         debt: i64,
         master: i64,
     },
-    /// A card's usage kept for a UTC day and MCC (`card_usage_days`, what limits read)
-    /// differs from what its transactions of that day count.
+    /// A card's usage kept for a UTC day or hour and an MCC (`card_usage`, what limits
+    /// read) differs from what its transactions of that bucket count.
     UsageDiffers {
         card_id: String,
-        day: i64,
+        /// The bucket's width and start, microseconds.
+        span: i64,
+        bucket: i64,
         mcc: String,
         kept: (i64, i64),
         counted: (i64, i64),
@@ -814,9 +816,9 @@ impl std::fmt::Display for Mismatch {
                 f,
                 "project {project_id} has debt {debt} while its master account holds {master}"
             ),
-            Mismatch::UsageDiffers { card_id, day, mcc, kept, counted } => write!(
+            Mismatch::UsageDiffers { card_id, span, bucket, mcc, kept, counted } => write!(
                 f,
-                "card {card_id} keeps usage {kept:?} (amount, count) for the day starting {day} and MCC '{mcc}' but its transactions count {counted:?}"
+                "card {card_id} keeps usage {kept:?} (amount, count) for the {span} µs from {bucket} and MCC '{mcc}' but its transactions count {counted:?}"
             ),
         }
     }
@@ -896,30 +898,40 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
 /// corrupted table could differ on every row.
 const USAGE_MISMATCHES: i64 = 1_000;
 
-/// Limits read a card's whole days from `card_usage_days`, kept by triggers: each row
-/// must equal what the day's counted transactions sum to, and every such day must have
-/// its row. Both sides are grouped in one pass.
+/// Limits read a card's whole days and hours from `card_usage`, kept by triggers: each
+/// row must equal what its bucket's counted transactions sum to, and every such bucket
+/// must have its row. Both sides are grouped in one pass per width.
 async fn verify_usage(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), StoreError> {
-    let rows = sqlx::query(
-        "SELECT card_id, day, mcc, CAST(SUM(ks) AS BIGINT) AS ks, CAST(SUM(kc) AS BIGINT) AS kc, \
-         CAST(SUM(cs) AS BIGINT) AS cs, CAST(SUM(cc) AS BIGINT) AS cc FROM ( \
-           SELECT project_id, card_id, day, mcc, spent AS ks, used_count AS kc, \
-             CAST(0 AS BIGINT) AS cs, CAST(0 AS BIGINT) AS cc FROM card_usage_days \
-           UNION ALL \
-           SELECT project_id, card_id, created_at - created_at % 86400000000 AS day, \
-             COALESCE(mcc, '') AS mcc, CAST(0 AS BIGINT), CAST(0 AS BIGINT), counted_amount, \
-             CAST(1 AS BIGINT) FROM card_transactions WHERE counts = 1 \
-         ) u GROUP BY project_id, card_id, day, mcc \
+    let counted = |span: i64| {
+        format!(
+            "SELECT project_id, card_id, CAST({span} AS BIGINT) AS span, \
+             created_at - created_at % {span} AS bucket, COALESCE(mcc, '') AS mcc, \
+             CAST(0 AS BIGINT) AS ks, CAST(0 AS BIGINT) AS kc, counted_amount AS cs, \
+             CAST(1 AS BIGINT) AS cc FROM card_transactions WHERE counts = 1"
+        )
+    };
+    let sql = format!(
+        "SELECT card_id, span, bucket, mcc, CAST(SUM(ks) AS BIGINT) AS ks, \
+         CAST(SUM(kc) AS BIGINT) AS kc, CAST(SUM(cs) AS BIGINT) AS cs, \
+         CAST(SUM(cc) AS BIGINT) AS cc FROM ( \
+           SELECT project_id, card_id, span, bucket, mcc, spent AS ks, used_count AS kc, \
+             CAST(0 AS BIGINT) AS cs, CAST(0 AS BIGINT) AS cc FROM card_usage \
+           UNION ALL {} UNION ALL {} \
+         ) u GROUP BY project_id, card_id, span, bucket, mcc \
          HAVING SUM(ks) <> SUM(cs) OR SUM(kc) <> SUM(cc) \
-         ORDER BY card_id, day, mcc LIMIT $1",
-    )
-    .bind(USAGE_MISMATCHES)
-    .fetch_all(&mut *conn)
-    .await?;
+         ORDER BY card_id, span, bucket, mcc LIMIT $1",
+        counted(86_400_000_000),
+        counted(3_600_000_000),
+    );
+    let rows = sqlx::query(&sql)
+        .bind(USAGE_MISMATCHES)
+        .fetch_all(&mut *conn)
+        .await?;
     for r in rows {
         found.push(Mismatch::UsageDiffers {
             card_id: r.try_get("card_id")?,
-            day: r.try_get("day")?,
+            span: r.try_get("span")?,
+            bucket: r.try_get("bucket")?,
             mcc: r.try_get("mcc")?,
             kept: (r.try_get("ks")?, r.try_get("kc")?),
             counted: (r.try_get("cs")?, r.try_get("cc")?),
@@ -1004,6 +1016,7 @@ mod tests {
         posts_every_leg_or_names_the_refused_one(&store, false).await;
         debt_is_repaid_first_and_verified(&store, false).await;
         drifted_usage_is_found(&store).await;
+        crate::card_txs::tests::usage_equals_the_transactions_sum(&store).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -1032,6 +1045,7 @@ mod tests {
         posts_every_leg_or_names_the_refused_one(&store, true).await;
         debt_is_repaid_first_and_verified(&store, true).await;
         drifted_usage_is_found(&store).await;
+        crate::card_txs::tests::usage_equals_the_transactions_sum(&store).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)
@@ -1240,8 +1254,9 @@ mod tests {
         let mut conn = store.conn().await.unwrap();
         assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
         sqlx::query(
-            "INSERT INTO card_usage_days (project_id, card_id, day, mcc, spent, used_count) \
-             VALUES ('p', 'c', 86400000000, '5411', 5, 1), ('p', 'c', 0, '', 0, 0)",
+            "INSERT INTO card_usage (project_id, card_id, span, bucket, mcc, spent, used_count) \
+             VALUES ('p', 'c', 3600000000, 7200000000, '5411', 5, 1), \
+             ('p', 'c', 86400000000, 0, '', 0, 0)",
         )
         .execute(&mut *conn)
         .await
@@ -1250,13 +1265,14 @@ mod tests {
             verify(&mut conn).await.unwrap(),
             vec![Mismatch::UsageDiffers {
                 card_id: "c".into(),
-                day: 86_400_000_000,
+                span: 3_600_000_000,
+                bucket: 7_200_000_000,
                 mcc: "5411".into(),
                 kept: (5, 1),
                 counted: (0, 0),
             }]
         );
-        sqlx::query("DELETE FROM card_usage_days WHERE card_id = 'c'")
+        sqlx::query("DELETE FROM card_usage WHERE card_id = 'c'")
             .execute(&mut *conn)
             .await
             .unwrap();

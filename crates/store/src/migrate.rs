@@ -99,9 +99,9 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 15,
-        name: "card_usage_days",
-        sqlite: include_str!("../migrations/sqlite/0015_card_usage_days.sql"),
-        postgres: include_str!("../migrations/postgres/0015_card_usage_days.sql"),
+        name: "card_usage",
+        sqlite: include_str!("../migrations/sqlite/0015_card_usage.sql"),
+        postgres: include_str!("../migrations/postgres/0015_card_usage.sql"),
     },
 ];
 
