@@ -164,7 +164,7 @@ pub async fn card_txs_page(
     limit: i64,
 ) -> Result<Vec<CardTxRecord>, StoreError> {
     let mut f = Filter::default();
-    f.eq("card_id", Arg::Text(card_id.to_owned()));
+    f.eq_planned_as_typical("card_id", Arg::Text(card_id.to_owned()));
     keyset(&mut f, "created_at", "id", before);
     let sql = page_sql(&mut f, "*", "card_transactions", "created_at", "id", limit);
     let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
