@@ -1016,7 +1016,7 @@ mod tests {
         posts_every_leg_or_names_the_refused_one(&store, false).await;
         debt_is_repaid_first_and_verified(&store, false).await;
         drifted_usage_is_found(&store).await;
-        crate::card_txs::tests::usage_equals_the_transactions_sum(&store).await;
+        crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -1045,7 +1045,7 @@ mod tests {
         posts_every_leg_or_names_the_refused_one(&store, true).await;
         debt_is_repaid_first_and_verified(&store, true).await;
         drifted_usage_is_found(&store).await;
-        crate::card_txs::tests::usage_equals_the_transactions_sum(&store).await;
+        crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)

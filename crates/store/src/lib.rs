@@ -10,6 +10,7 @@ mod account_cache;
 pub mod audit;
 pub mod backup;
 pub mod card_txs;
+pub mod card_usage;
 pub mod cardholders;
 pub mod cards;
 pub mod chain_deposits;

@@ -1,12 +1,12 @@
 //! What a card's limits have counted in their current windows: one aggregate query
-//! (`card_txs::usage`) over what the card's transactions count, kept per UTC day and
-//! MCC and read row by row only for a window's partial first day. Nothing is kept per
-//! limit, so changing limits or their time zone never resets usage, and calendar
+//! (`card_usage::usage`) over what the card's transactions count, kept per UTC day, UTC
+//! hour and MCC and read row by row only for a window's partial first hour. Nothing is
+//! kept per limit, so changing limits or their time zone never resets usage, and calendar
 //! windows in any time zone and rolling windows are exact.
 
 use super::decide::limits::{windows, CardLimits};
 use issuing_domain::controls::limits::Usage;
-use issuing_store::card_txs::{self, UsageWindow};
+use issuing_store::card_usage::{self, UsageWindow};
 use issuing_store::{Conn, StoreError};
 
 /// Each limit's usage (`Usage::default()` for per-authorization limits), at `now`.
@@ -28,7 +28,7 @@ pub(crate) async fn read(
             })
         })
         .collect();
-    let mut answers = card_txs::usage(conn, project_id, card_id, &asked)
+    let mut answers = card_usage::usage(conn, project_id, card_id, &asked)
         .await?
         .into_iter();
     Ok(windows

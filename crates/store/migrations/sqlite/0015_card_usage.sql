@@ -1,5 +1,5 @@
 -- What each card's transactions count toward its limits, per UTC day and per UTC hour,
--- and MCC (`card_txs::usage`). An authorization on a card with limits summed every
+-- and MCC (`card_usage::usage`). An authorization on a card with limits summed every
 -- counted transaction in its windows, so its cost grew with the card's history (an
 -- all-time limit read the whole of it, a daily one all of today's). With these rows a
 -- window reads its whole UTC days from the day rows, the whole hours of a partial day
