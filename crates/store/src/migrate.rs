@@ -103,6 +103,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0015_card_usage.sql"),
         postgres: include_str!("../migrations/postgres/0015_card_usage.sql"),
     },
+    Migration {
+        version: 16,
+        name: "cards_by_status",
+        sqlite: include_str!("../migrations/sqlite/0016_cards_by_status.sql"),
+        postgres: include_str!("../migrations/postgres/0016_cards_by_status.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
