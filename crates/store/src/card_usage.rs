@@ -87,18 +87,13 @@ pub async fn usage(
         .iter()
         .enumerate()
         .map(|(j, seg)| {
-            let (column, from, sums) = match seg.sums {
-                Sums::Days => (
+            let (column, from, sums) = match seg.sums.span() {
+                Some(span) => (
                     "bucket",
-                    format!("card_usage WHERE project_id = $1 AND card_id = $2 AND span = {DAY}"),
+                    format!("card_usage WHERE project_id = $1 AND card_id = $2 AND span = {span}"),
                     &by_bucket,
                 ),
-                Sums::Hours => (
-                    "bucket",
-                    format!("card_usage WHERE project_id = $1 AND card_id = $2 AND span = {HOUR}"),
-                    &by_bucket,
-                ),
-                Sums::Transactions => (
+                None => (
                     "created_at",
                     "card_transactions WHERE project_id = $1 AND card_id = $2 AND counts = 1"
                         .to_owned(),
@@ -171,6 +166,17 @@ enum Sums {
     Hours,
     /// Inside one hour.
     Transactions,
+}
+
+impl Sums {
+    /// The width of the `card_usage` buckets summed, or None: the transactions.
+    fn span(self) -> Option<i64> {
+        match self {
+            Sums::Days => Some(DAY),
+            Sums::Hours => Some(HOUR),
+            Sums::Transactions => None,
+        }
+    }
 }
 
 /// How [`usage`] splits its windows: the segments in order from the earliest start, the
