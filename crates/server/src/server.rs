@@ -107,13 +107,21 @@ pub async fn start(
         )),
         &config.webhook_allowed_networks,
     )?;
+    let orders_wakeup = Arc::new(Notify::new());
+    let deliveries_wakeup = Arc::new(Notify::new());
+    let topup_writer = crate::flows::topup_writer::TopupWriter::start(
+        store.clone(),
+        orders_wakeup.clone(),
+        deliveries_wakeup.clone(),
+    );
     let state = AppState::new(crate::state::Shared {
         store: store.clone(),
         master,
         config: Arc::new(config),
         providers,
-        orders_wakeup: Arc::new(Notify::new()),
-        deliveries_wakeup: Arc::new(Notify::new()),
+        orders_wakeup,
+        deliveries_wakeup,
+        topup_writer,
         rate_limiter: Arc::default(),
         metrics,
         deposit_key: deposit_key.map(Arc::new),

@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     /// Group commit for card issues and top-ups: each takes its project's master
     /// balance first.
     pub master_moves: GroupCommit,
+    /// The master balance's writer for top-ups (`flows/topup_writer.rs`).
+    pub topup_writer: crate::flows::topup_writer::TopupWriter,
     /// Group commit for authorizations: each takes one card's accounts.
     pub authorizations: GroupCommit,
     /// Group commit for webhook attempt outcomes: each updates its own delivery.

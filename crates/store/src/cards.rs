@@ -130,6 +130,33 @@ pub async fn get(
     Ok(row.as_ref().map(from_row).transpose()?)
 }
 
+/// The status of each of the project's `ids` that exists.
+pub async fn statuses(
+    conn: &mut Conn,
+    project_id: &str,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let mut filter = crate::query::Filter::for_project("project_id", project_id);
+    filter.texts(
+        "id",
+        &ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>(),
+    );
+    let sql = format!("SELECT id, status FROM cards{}", filter.where_sql());
+    let mut statuses = std::collections::HashMap::with_capacity(ids.len());
+    for row in filter
+        .bind(&sql)
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        statuses.insert(row.try_get("id")?, row.try_get("status")?);
+    }
+    Ok(statuses)
+}
+
 /// A card as a network message finds it under its lock.
 #[derive(Debug, Clone)]
 pub struct LockedCard {

@@ -86,6 +86,44 @@ pub async fn fan_out(
     Ok(n)
 }
 
+/// A pending delivery's row for `insert_pending`: `fan_out`'s row, for many events.
+pub(crate) fn new_pending(
+    project_id: &str,
+    event_id: &str,
+    subscription_id: &str,
+    event_type: &str,
+    now: i64,
+) -> Vec<crate::query::Cell> {
+    use crate::query::Cell;
+    vec![
+        Cell::text(new_id()),
+        Cell::text(project_id),
+        Cell::text(event_id),
+        Cell::text(subscription_id),
+        Cell::text(event_type),
+        Cell::text("pending"),
+        Cell::int(0),
+        Cell::int(now),
+        Cell::int(now),
+        Cell::int(now),
+        Cell::int(now),
+    ]
+}
+
+/// Inserts `new_pending` rows in a few statements.
+pub(crate) async fn insert_pending(
+    conn: &mut Conn,
+    rows: &[Vec<crate::query::Cell>],
+) -> Result<(), StoreError> {
+    crate::query::insert_rows(
+        conn,
+        "INSERT INTO webhook_deliveries (id, project_id, event_id, subscription_id, event_type, \
+         state, attempts, next_attempt_at, window_start, created_at, updated_at)",
+        rows,
+    )
+    .await
+}
+
 /// A claimed attempt: the delivery and what is needed to send it.
 #[derive(Debug, Clone)]
 pub struct Claimed {

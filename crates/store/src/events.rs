@@ -41,6 +41,67 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
     Ok(id)
 }
 
+/// Writes many events and their deliveries in a few statements (a batch writer's), in
+/// the caller's transaction; answers their ids in order. As `insert`, the caller wakes
+/// this process's delivery worker after the commit.
+pub async fn insert_many(
+    conn: &mut Conn,
+    events: &[NewEvent<'_>],
+) -> Result<Vec<String>, StoreError> {
+    use crate::query::{insert_rows, Cell};
+    let ids: Vec<String> = events.iter().map(|_| new_id()).collect();
+    let rows: Vec<Vec<Cell>> = events
+        .iter()
+        .zip(&ids)
+        .map(|(e, id)| {
+            vec![
+                Cell::text(id),
+                Cell::text(e.project_id),
+                Cell::text(e.event_type),
+                Cell::Text(e.card_id.map(str::to_owned)),
+                Cell::Text(e.order_id.map(str::to_owned)),
+                Cell::text(e.payload.to_string()),
+                Cell::int(e.now),
+            ]
+        })
+        .collect();
+    insert_rows(
+        conn,
+        "INSERT INTO events (id, project_id, event_type, card_id, order_id, payload, created_at)",
+        &rows,
+    )
+    .await?;
+    let mut deliveries = Vec::new();
+    let mut subscriptions = std::collections::HashMap::new();
+    for (e, id) in events.iter().zip(&ids) {
+        if !subscriptions.contains_key(e.project_id) {
+            let active = crate::subscriptions::active(conn, e.project_id).await?;
+            subscriptions.insert(e.project_id, active);
+        }
+        let active = subscriptions
+            .get(e.project_id)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for sub in active
+            .iter()
+            .filter(|s| issuing_domain::webhooks::wants(&s.event_types, e.event_type))
+        {
+            deliveries.push(crate::deliveries::new_pending(
+                e.project_id,
+                id,
+                &sub.id,
+                e.event_type,
+                e.now,
+            ));
+        }
+    }
+    if !deliveries.is_empty() {
+        crate::deliveries::insert_pending(conn, &deliveries).await?;
+        crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
+    }
+    Ok(ids)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {
     pub id: String,

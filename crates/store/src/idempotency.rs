@@ -142,6 +142,149 @@ pub async fn release(conn: &mut Conn, k: &Key<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A key as stored, for a writer that decides many requests' keys in its own
+/// transaction (`lookup_many`, `store_many`) instead of claiming each in one of its own.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub request_hash: String,
+    pub state: String,
+    pub response_status: Option<i64>,
+    pub response_body: Option<String>,
+    pub claimed_until: i64,
+    pub expires_at: i64,
+}
+
+impl Stored {
+    /// What a request with `request_hash` finds under this key at `now`: `None` when the
+    /// key is free (never used, expired, or claimed by a request that died).
+    pub fn claim(&self, request_hash: &str, now: i64) -> Option<Claim> {
+        if self.expires_at < now {
+            return None;
+        }
+        if self.request_hash != request_hash {
+            return Some(Claim::ParametersDiffer);
+        }
+        if self.state == "done" {
+            return Some(Claim::Done {
+                status: self.response_status.unwrap_or(200),
+                body: self.response_body.clone().unwrap_or_default(),
+            });
+        }
+        (self.claimed_until >= now).then_some(Claim::InProgress)
+    }
+}
+
+/// The stored keys among `keys` of one project and endpoint.
+pub async fn lookup_many(
+    conn: &mut Conn,
+    project_id: &str,
+    endpoint: &str,
+    keys: &[&str],
+) -> Result<std::collections::HashMap<String, Stored>, StoreError> {
+    if keys.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let mut filter = crate::query::Filter::for_project("project_id", project_id);
+    filter.eq("endpoint", crate::query::Arg::Text(endpoint.to_owned()));
+    filter.texts(
+        "idem_key",
+        &keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>(),
+    );
+    let sql = format!(
+        "SELECT idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at \
+         FROM idempotency_keys{}",
+        filter.where_sql()
+    );
+    let mut stored = std::collections::HashMap::with_capacity(keys.len());
+    for row in filter
+        .bind(&sql)
+        .persistent(false)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        stored.insert(
+            row.try_get("idem_key")?,
+            Stored {
+                request_hash: row.try_get("request_hash")?,
+                state: row.try_get("state")?,
+                response_status: row.try_get("response_status")?,
+                response_body: row.try_get("response_body")?,
+                claimed_until: row.try_get("claimed_until")?,
+                expires_at: row.try_get("expires_at")?,
+            },
+        );
+    }
+    Ok(stored)
+}
+
+/// A finished request's key and answer, for `store_many`.
+pub struct Finished<'a> {
+    pub key: Key<'a>,
+    pub status: i64,
+    pub body: String,
+    pub now: i64,
+    pub expires_at: i64,
+}
+
+/// Stores finished requests' keys with their answers, replacing what `lookup_many`
+/// found free (an expired key, a dead request's claim). Call in the transaction that
+/// made their changes, after deciding on what `lookup_many` answered in it. A key taken
+/// meanwhile by a request outside the writer is not replaced: the insert then fails
+/// with `Conflict`, and so does the batch.
+pub async fn store_many(conn: &mut Conn, finished: &[Finished<'_>]) -> Result<(), StoreError> {
+    use crate::query::Cell;
+    if finished.is_empty() {
+        return Ok(());
+    }
+    let mut filter = crate::query::Filter::default();
+    let now = filter.push(crate::query::Arg::Int(
+        finished.iter().map(|f| f.now).min().unwrap_or(0),
+    ));
+    let mut ors = Vec::with_capacity(finished.len());
+    for f in finished {
+        let project = filter.push(crate::query::Arg::Text(f.key.project_id.to_owned()));
+        let endpoint = filter.push(crate::query::Arg::Text(f.key.endpoint.to_owned()));
+        let key = filter.push(crate::query::Arg::Text(f.key.key.to_owned()));
+        ors.push(format!(
+            "(project_id = {project} AND endpoint = {endpoint} AND idem_key = {key})"
+        ));
+    }
+    let sql = format!(
+        "DELETE FROM idempotency_keys WHERE ({}) \
+         AND (expires_at < {now} OR (state = 'executing' AND claimed_until < {now}))",
+        ors.join(" OR ")
+    );
+    filter
+        .bind(&sql)
+        .persistent(false)
+        .execute(&mut *conn)
+        .await?;
+    let rows: Vec<Vec<Cell>> = finished
+        .iter()
+        .map(|f| {
+            vec![
+                Cell::text(f.key.project_id),
+                Cell::text(f.key.endpoint),
+                Cell::text(f.key.key),
+                Cell::text(f.key.request_hash),
+                Cell::text("done"),
+                Cell::int(f.status),
+                Cell::text(&f.body),
+                Cell::int(f.now),
+                Cell::int(f.now),
+                Cell::int(f.expires_at),
+            ]
+        })
+        .collect();
+    crate::query::insert_rows(
+        conn,
+        "INSERT INTO idempotency_keys (project_id, endpoint, idem_key, request_hash, state, \
+         response_status, response_body, claimed_until, created_at, expires_at)",
+        &rows,
+    )
+    .await
+}
+
 /// Deletes up to `batch` expired keys.
 pub async fn purge_expired(conn: &mut Conn, now: i64, batch: i64) -> Result<u64, StoreError> {
     let done = sqlx::query(

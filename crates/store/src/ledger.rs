@@ -344,7 +344,8 @@ pub async fn post(
     // master → fees) and an issue (master → fees) could take the master and fee rows
     // in opposite orders. With the master first, every transaction that touches it
     // takes it before anything else, and the others only ever lock in-flight, then a card.
-    let ranks = lock_ranks(conn, meta.project_id, transfer).await?;
+    let accounts: Vec<&String> = transfer.legs().iter().map(|leg| &leg.account).collect();
+    let ranks = lock_ranks(conn, meta.project_id, &accounts).await?;
     let rank = |account: &String| ranks.get(account).copied().unwrap_or(u8::MAX);
     let mut legs: Vec<_> = transfer.legs().iter().collect();
     legs.sort_by(|a, b| (rank(&a.account), &a.account).cmp(&(rank(&b.account), &b.account)));
@@ -589,7 +590,7 @@ async fn refused_leg(
 /// order); every transaction that touches the debt account has locked the master
 /// account first (`credit_master`, a shortfall's settlement), so the master row is
 /// still the first lock of any transaction that takes both.
-fn lock_rank(kind: AccountKind) -> u8 {
+pub(crate) fn lock_rank(kind: AccountKind) -> u8 {
     match kind {
         AccountKind::Debt => 0,
         AccountKind::Master => 1,
@@ -602,20 +603,20 @@ fn lock_rank(kind: AccountKind) -> u8 {
     }
 }
 
-/// The lock rank of each account of the transfer (accounts not found are left out).
-async fn lock_ranks(
+/// The lock rank of each of the project's `accounts` (accounts not found are left out).
+pub(crate) async fn lock_ranks(
     conn: &mut Conn,
     project_id: &str,
-    transfer: &Transfer<String>,
+    accounts: &[&String],
 ) -> Result<std::collections::HashMap<String, u8>, StoreError> {
     let mut ranks = std::collections::HashMap::new();
     let mut unknown = Vec::new();
-    for leg in transfer.legs() {
-        match account_cache::kind(&leg.account) {
+    for account in accounts {
+        match account_cache::kind(account) {
             Some(kind) => {
-                ranks.insert(leg.account.clone(), lock_rank(kind));
+                ranks.insert((*account).clone(), lock_rank(kind));
             }
-            None => unknown.push(&leg.account),
+            None => unknown.push(*account),
         }
     }
     if unknown.is_empty() {

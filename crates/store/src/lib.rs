@@ -25,6 +25,7 @@ pub mod events;
 pub mod group_commit;
 pub mod idempotency;
 pub mod ledger;
+pub mod ledger_batch;
 pub mod lithic;
 mod migrate;
 pub mod operators;

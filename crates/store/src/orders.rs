@@ -92,6 +92,46 @@ pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> 
     Ok(())
 }
 
+/// Inserts many orders in a few statements (a batch writer's), as `insert` one.
+pub async fn insert_many(conn: &mut Conn, orders: &[OrderRecord]) -> Result<(), StoreError> {
+    use crate::query::{insert_rows, Cell};
+    let rows: Vec<Vec<Cell>> = orders
+        .iter()
+        .map(|o| {
+            vec![
+                Cell::text(&o.id),
+                Cell::text(&o.project_id),
+                Cell::text(&o.order_type),
+                Cell::text(&o.status),
+                Cell::Text(o.card_id.clone()),
+                Cell::Int(o.balance_before),
+                Cell::Int(o.balance_after),
+                Cell::Text(o.last_error.clone()),
+                Cell::Text(o.last_error_slug.clone()),
+                Cell::text(o.data.to_string()),
+                Cell::Text(o.issue_status.clone()),
+                Cell::Text(o.topup_status.clone()),
+                Cell::Int(o.is_issued.map(i64::from)),
+                Cell::Text(o.provider_card_status.clone()),
+                Cell::int(o.attempts),
+                Cell::Int(o.next_attempt_at),
+                Cell::int(o.created_at),
+                Cell::int(o.updated_at),
+                Cell::Int(o.completed_at),
+                Cell::Int(o.failed_at),
+            ]
+        })
+        .collect();
+    insert_rows(
+        conn,
+        "INSERT INTO orders (id, project_id, order_type, status, card_id, balance_before, balance_after, \
+         last_error, last_error_slug, data, issue_status, topup_status, is_issued, provider_card_status, \
+         attempts, next_attempt_at, created_at, updated_at, completed_at, failed_at)",
+        &rows,
+    )
+    .await
+}
+
 /// What happens to the worker's lease when a step is saved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lease {

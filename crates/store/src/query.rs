@@ -198,3 +198,85 @@ pub async fn find_page(
     let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
     Ok((rows, total))
 }
+
+/// SQLite's and PostgreSQL's limits on a statement's parameters are 32,766 and 65,535;
+/// a multi-row insert stays well under both.
+const MAX_PARAMS: usize = 16_000;
+
+/// One value of a row `insert_rows` writes.
+#[derive(Debug, Clone)]
+pub enum Cell {
+    Text(Option<String>),
+    Int(Option<i64>),
+}
+
+impl Cell {
+    pub fn text(value: impl Into<String>) -> Cell {
+        Cell::Text(Some(value.into()))
+    }
+
+    pub fn int(value: i64) -> Cell {
+        Cell::Int(Some(value))
+    }
+}
+
+/// Inserts `rows` with as few statements as the parameter limit allows: `head` is
+/// `INSERT INTO t (c1, …, cN)` and every row holds N cells in that order. The SQL text
+/// varies with the number of rows, so it is not kept prepared (a batch writer would
+/// otherwise fill the connection's statement cache with one entry per batch size).
+pub async fn insert_rows(
+    conn: &mut crate::Conn,
+    head: &str,
+    rows: &[Vec<Cell>],
+) -> Result<(), crate::StoreError> {
+    let Some(columns) = rows.first().map(Vec::len) else {
+        return Ok(());
+    };
+    assert!(
+        columns > 0 && columns <= MAX_PARAMS && rows.iter().all(|r| r.len() == columns),
+        "every row has the same cells, and one row fits a statement"
+    );
+    for chunk in rows.chunks(MAX_PARAMS / columns) {
+        let sql = format!("{head} VALUES {}", values_sql(chunk.len(), columns));
+        let mut query = sqlx::query(&sql).persistent(false);
+        for cell in chunk.iter().flatten() {
+            query = match cell {
+                Cell::Text(text) => query.bind(text.as_deref()),
+                Cell::Int(int) => query.bind(*int),
+            };
+        }
+        query
+            .execute(&mut *conn)
+            .await
+            .map_err(crate::StoreError::from_write)?;
+    }
+    Ok(())
+}
+
+/// `($1, …, $N), ($N+1, …), …` for `rows` rows of `columns` values.
+fn values_sql(rows: usize, columns: usize) -> String {
+    let mut sql = String::with_capacity(rows * columns * 5);
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", row * columns + column + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn values_number_every_row_after_the_last() {
+        assert_eq!(super::values_sql(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::values_sql(1, 1), "($1)");
+    }
+}

@@ -8,14 +8,14 @@
 
 use super::card_for_user;
 use super::money::{self, Acct};
-use crate::pipeline::idempotency::IdempotencyToken;
+use super::topup_writer::{answered, Answer, Topup, ENDPOINT};
+use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
 use crate::routes::orders::OrderView;
 use crate::state::AppState;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
-use issuing_store::events::{self, NewEvent};
-use issuing_store::group_commit::Turn;
+use issuing_store::idempotency;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
@@ -78,44 +78,45 @@ async fn card(
     .await
 }
 
-/// A top-up runs as one operation of the master balance writer (`group_commit.rs`):
-/// batched with other writes on SQLite, its own transaction on PostgreSQL.
+/// A top-up: the checks that need no lock here, on a reading connection, then the
+/// master balance's writer (`topup_writer.rs`) decides the key, debits the master
+/// balance and writes the order, its event and its key in its next batch.
 pub(crate) async fn topup(
     state: &AppState,
     project_id: &str,
     req: MoveRequest,
     token: IdempotencyToken,
-) -> Result<Value, ApiError> {
-    let (amount, now) = check(&req)?;
-    let shared = state.clone();
-    let project_id = project_id.to_owned();
-    let (body, turn) = state
-        .master_moves
-        .run(move |conn| {
-            Box::pin(async move {
-                let (order, turn) = debit(conn, &shared, &project_id, &req, amount, now).await?;
-                Ok::<_, ApiError>((record(conn, &token, order).await?, turn))
-            })
-        })
-        .await?;
-    // Committed: the project's next top-up or card issue may take the master row.
-    drop(turn);
-    announced(state);
-    Ok(body)
+) -> Result<Answer, ApiError> {
+    match checked(state, project_id, &req, &token).await {
+        Ok(topup) => state.topup_writer.submit(topup).await,
+        Err(refused) => {
+            // A retry of a finished top-up answers its first response even if the card
+            // or the request's checks would refuse it now (CONTRACT §5).
+            let mut conn = state.store.conn().await?;
+            let stored =
+                idempotency::lookup_many(&mut conn, project_id, ENDPOINT, &[token.key()]).await?;
+            match stored
+                .get(token.key())
+                .and_then(|s| s.claim(token.hash(), now_micros()))
+            {
+                Some(claim) => answered(claim),
+                None => Err(refused),
+            }
+        }
+    }
 }
 
-/// The top-up's checks and its change: the master balance pays amount + fee into
-/// in-flight and fee income, and the order and its event are written. Answers the
-/// project's turn at the master row (PostgreSQL), to be held until the commit.
-async fn debit(
-    conn: &mut Conn,
+/// The top-up's checks in the spec's error order, and its fee.
+async fn checked(
     state: &AppState,
     project_id: &str,
     req: &MoveRequest,
-    amount: Amount,
-    now: i64,
-) -> Result<(OrderRecord, Option<Turn>), ApiError> {
-    let card = card(conn, project_id, req).await?;
+    token: &IdempotencyToken,
+) -> Result<Topup, ApiError> {
+    let (amount, now) = check(req)?;
+    let mut conn = state.store.conn().await?;
+    let card = card(&mut conn, project_id, req).await?;
+    drop(conn);
     if card.status != "active" {
         return Err(ApiError::new(
             ErrorSlug::CardNotActive,
@@ -131,71 +132,15 @@ async fn debit(
     product.check_usable()?;
     product.check_topup_amount(amount)?;
     let fee = product.topup_fee(amount);
-
-    let order_id = new_id();
-    let total = Amount::from_micros(amount.micros() + fee.micros());
-    let mut order = new_order(
-        project_id,
-        &order_id,
-        "card_topup",
-        &card.id,
-        now,
-        json!({
-            "amount": amount,
-            "fee": fee,
-            "total": total,
-            "currency": "usdt",
-        }),
-    );
-    // Written before the project's turn, so that less happens under the master row's
-    // lock; the wake-up is sent at commit wherever it is written.
-    events::insert(
-        conn,
-        &NewEvent {
-            project_id,
-            event_type: "card.topup",
-            card_id: Some(&card.id),
-            order_id: Some(&order_id),
-            payload: &json!({ "card_id": card.id, "order_id": order_id, "amount": amount, "status": order.status }),
-            now,
-        },
-    )
-    .await?;
-    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
-    let turn = state.master_moves.turn(project_id).await;
-
-    let tag = money::Tag {
-        project_id,
-        order_id: &order_id,
-        card_id: &card.id,
-    };
-    let master = || Acct::Project(AccountKind::Master);
-    let moved = money::transfer(
-        conn,
-        &tag,
-        TransferKind::CardTopup,
-        master(),
-        Acct::Project(AccountKind::InFlight),
+    Ok(Topup {
+        project_id: project_id.to_owned(),
+        card_id: card.id,
         amount,
-    )
-    .await?;
-    let fee_moved = money::transfer(
-        conn,
-        &tag,
-        TransferKind::TopupFee,
-        master(),
-        Acct::Project(AccountKind::FeeIncome),
         fee,
-    )
-    .await?;
-    // As the debit left it, under the master row's lock held until commit: a read
-    // before the debit could miss topups committed meanwhile on PostgreSQL, and the
-    // order would show another order's debit as its own.
-    let balance_after = money::master_balance_after(conn, project_id, &[moved, fee_moved]).await?;
-    order.balance_before = Some(balance_after.micros() + total.micros());
-    order.balance_after = Some(balance_after.micros());
-    orders::insert(conn, &order).await?;
-    Ok((order, turn))
+        now,
+        token: token.clone(),
+        key_expires_at: now + KEY_TTL_MICROS,
+    })
 }
 
 pub(crate) async fn withdraw(

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// Spec: a key stays valid for 7 days.
 const KEY_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The same, in the store's microseconds.
+pub(crate) const KEY_TTL_MICROS: i64 = 7 * 24 * 3600 * 1_000_000;
 /// How long a claim protects a request still executing. Longer than any request may
 /// take; after it a crashed request's key can be taken over.
 const CLAIM_TTL: Duration = Duration::from_secs(60);
@@ -29,7 +31,30 @@ pub(crate) struct IdempotencyToken {
 }
 
 impl IdempotencyToken {
-    fn as_key(&self) -> Key<'_> {
+    /// The key of `request` for `endpoint` (its hash leaves out the timestamp and key).
+    pub(crate) fn new(
+        project_id: &str,
+        endpoint: &'static str,
+        key: String,
+        request: &Value,
+    ) -> Self {
+        IdempotencyToken {
+            project_id: project_id.to_owned(),
+            endpoint,
+            key,
+            hash: request_hash(request),
+        }
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub(crate) fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    pub(crate) fn as_key(&self) -> Key<'_> {
         Key {
             project_id: &self.project_id,
             endpoint: self.endpoint,
@@ -113,12 +138,7 @@ where
     F: FnOnce(IdempotencyToken) -> Fut,
     Fut: std::future::Future<Output = Result<Value, ApiError>>,
 {
-    let token = IdempotencyToken {
-        project_id: project_id.to_owned(),
-        endpoint,
-        key,
-        hash: request_hash(req),
-    };
+    let token = IdempotencyToken::new(project_id, endpoint, key, req);
     let now = now_micros();
     let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
     let claim = {
@@ -136,29 +156,8 @@ where
     };
     match claim {
         Claim::Acquired => {}
-        Claim::Done { status, body } => {
-            let status = u16::try_from(status)
-                .ok()
-                .and_then(|s| StatusCode::from_u16(s).ok())
-                .unwrap_or(StatusCode::OK);
-            let body: Value =
-                serde_json::from_str(&body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            return Ok((status, axum::Json(body)).into_response());
-        }
-        Claim::InProgress => {
-            return Err(ApiError::new(
-                ErrorSlug::IdempotencyConflict,
-                "A request with this idempotency key is still in progress",
-            )
-            .into())
-        }
-        Claim::ParametersDiffer => {
-            return Err(ApiError::new(
-                ErrorSlug::IdempotencyConflict,
-                "This idempotency key was used with different parameters",
-            )
-            .into())
-        }
+        Claim::Done { status, body } => return stored_response(status, &body),
+        refused => return Err(conflict(&refused).into()),
     }
     let kept = token.clone();
     match work(token).await {
@@ -171,6 +170,27 @@ where
             Err(e.into())
         }
     }
+}
+
+/// The response stored under a finished key, answered again.
+pub(crate) fn stored_response(status: i64, body: &str) -> Result<Response, HttpError> {
+    let status = u16::try_from(status)
+        .ok()
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    let body: Value = serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok((status, axum::Json(body)).into_response())
+}
+
+/// Why a key that is not free refuses a request: still executing, or other parameters.
+pub(crate) fn conflict(claim: &Claim) -> ApiError {
+    let message = match claim {
+        Claim::ParametersDiffer => "This idempotency key was used with different parameters",
+        Claim::Acquired | Claim::InProgress | Claim::Done { .. } => {
+            "A request with this idempotency key is still in progress"
+        }
+    };
+    ApiError::new(ErrorSlug::IdempotencyConflict, message)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use super::filters;
 use crate::flows::status::{self, Change};
 use crate::flows::topup::MoveRequest;
+use crate::flows::topup_writer::{Answer, ENDPOINT};
 use crate::flows::{card_for_user, details, issue, kyc, required_user, topup};
 use crate::pipeline::idempotency;
 use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
@@ -237,15 +238,13 @@ pub(crate) async fn topup(
     Payload(req): Payload<MoveRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
-    idempotency::run(
-        &state.store,
-        &caller.project_id,
-        "cards/topup",
-        key,
-        &raw,
-        |token| topup::topup(&state, &caller.project_id, req, token),
-    )
-    .await
+    let token = idempotency::IdempotencyToken::new(&caller.project_id, ENDPOINT, key, &raw);
+    match topup::topup(&state, &caller.project_id, req, token).await? {
+        Answer::Created(body) => Ok(axum::response::IntoResponse::into_response(axum::Json(
+            body,
+        ))),
+        Answer::Stored { status, body } => idempotency::stored_response(status, &body),
+    }
 }
 
 pub(crate) async fn withdraw(
