@@ -86,7 +86,7 @@ pub async fn fan_out(
     Ok(n)
 }
 
-/// A pending delivery's row for `insert_pending`: `fan_out`'s row, for many events.
+/// A pending delivery's row under `INSERT_PENDING`: `fan_out`'s row, for many events.
 pub(crate) fn new_pending(
     project_id: &str,
     event_id: &str,
@@ -110,19 +110,10 @@ pub(crate) fn new_pending(
     ]
 }
 
-/// Inserts `new_pending` rows in a few statements.
-pub(crate) async fn insert_pending(
-    conn: &mut Conn,
-    rows: &[Vec<crate::query::Cell>],
-) -> Result<(), StoreError> {
-    crate::query::insert_rows(
-        conn,
-        "INSERT INTO webhook_deliveries (id, project_id, event_id, subscription_id, event_type, \
-         state, attempts, next_attempt_at, window_start, created_at, updated_at)",
-        rows,
-    )
-    .await
-}
+/// The head of `new_pending` rows (`query::Inserts`).
+pub(crate) const INSERT_PENDING: &str =
+    "INSERT INTO webhook_deliveries (id, project_id, event_id, subscription_id, event_type, \
+     state, attempts, next_attempt_at, window_start, created_at, updated_at)";
 
 /// A claimed attempt: the delivery and what is needed to send it.
 #[derive(Debug, Clone)]

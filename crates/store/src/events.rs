@@ -41,14 +41,16 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
     Ok(id)
 }
 
-/// Writes many events and their deliveries in a few statements (a batch writer's), in
-/// the caller's transaction; answers their ids in order. As `insert`, the caller wakes
-/// this process's delivery worker after the commit.
+/// Adds many events and their deliveries to `inserts` (a batch writer's), reading the
+/// subscriptions and sending the PostgreSQL wake-up in the caller's transaction;
+/// answers their ids in order. As `insert`, the caller wakes this process's delivery
+/// worker after the commit.
 pub async fn insert_many(
     conn: &mut Conn,
     events: &[NewEvent<'_>],
+    inserts: &mut crate::query::Inserts,
 ) -> Result<Vec<String>, StoreError> {
-    use crate::query::{insert_rows, Cell};
+    use crate::query::Cell;
     let ids: Vec<String> = events.iter().map(|_| new_id()).collect();
     let rows: Vec<Vec<Cell>> = events
         .iter()
@@ -65,12 +67,10 @@ pub async fn insert_many(
             ]
         })
         .collect();
-    insert_rows(
-        conn,
+    inserts.add(
         "INSERT INTO events (id, project_id, event_type, card_id, order_id, payload, created_at)",
-        &rows,
-    )
-    .await?;
+        rows,
+    );
     let mut deliveries = Vec::new();
     let mut subscriptions = std::collections::HashMap::new();
     for (e, id) in events.iter().zip(&ids) {
@@ -96,7 +96,7 @@ pub async fn insert_many(
         }
     }
     if !deliveries.is_empty() {
-        crate::deliveries::insert_pending(conn, &deliveries).await?;
+        inserts.add(crate::deliveries::INSERT_PENDING, deliveries);
         crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
     }
     Ok(ids)

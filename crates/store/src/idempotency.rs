@@ -228,14 +228,51 @@ pub struct Finished<'a> {
 
 /// Stores finished requests' keys with their answers, replacing what `lookup_many`
 /// found free (an expired key, a dead request's claim). Call in the transaction that
-/// made their changes, after deciding on what `lookup_many` answered in it. A key taken
-/// meanwhile by a request outside the writer is not replaced: the insert then fails
-/// with `Conflict`, and so does the batch.
-pub async fn store_many(conn: &mut Conn, finished: &[Finished<'_>]) -> Result<(), StoreError> {
+/// made their changes, after deciding on what `lookup_many` answered in it.
+/// `replacing`: whether `lookup_many` found any of them stored (else nothing is deleted
+/// first). A key taken meanwhile by a request outside the writer is not replaced: the
+/// insert then fails with `Conflict`, and so does the batch. The keys are added to
+/// `inserts`.
+pub async fn store_many(
+    conn: &mut Conn,
+    finished: &[Finished<'_>],
+    replacing: bool,
+    inserts: &mut crate::query::Inserts,
+) -> Result<(), StoreError> {
     use crate::query::Cell;
     if finished.is_empty() {
         return Ok(());
     }
+    if replacing {
+        delete_free(conn, finished).await?;
+    }
+    let rows: Vec<Vec<Cell>> = finished
+        .iter()
+        .map(|f| {
+            vec![
+                Cell::text(f.key.project_id),
+                Cell::text(f.key.endpoint),
+                Cell::text(f.key.key),
+                Cell::text(f.key.request_hash),
+                Cell::text("done"),
+                Cell::int(f.status),
+                Cell::text(&f.body),
+                Cell::int(f.now),
+                Cell::int(f.now),
+                Cell::int(f.expires_at),
+            ]
+        })
+        .collect();
+    inserts.add(
+        "INSERT INTO idempotency_keys (project_id, endpoint, idem_key, request_hash, state, \
+         response_status, response_body, claimed_until, created_at, expires_at)",
+        rows,
+    );
+    Ok(())
+}
+
+/// Deletes the expired keys and dead claims among `finished`'s keys.
+async fn delete_free(conn: &mut Conn, finished: &[Finished<'_>]) -> Result<(), StoreError> {
     let mut filter = crate::query::Filter::default();
     let now = filter.push(crate::query::Arg::Int(
         finished.iter().map(|f| f.now).min().unwrap_or(0),
@@ -259,30 +296,7 @@ pub async fn store_many(conn: &mut Conn, finished: &[Finished<'_>]) -> Result<()
         .persistent(false)
         .execute(&mut *conn)
         .await?;
-    let rows: Vec<Vec<Cell>> = finished
-        .iter()
-        .map(|f| {
-            vec![
-                Cell::text(f.key.project_id),
-                Cell::text(f.key.endpoint),
-                Cell::text(f.key.key),
-                Cell::text(f.key.request_hash),
-                Cell::text("done"),
-                Cell::int(f.status),
-                Cell::text(&f.body),
-                Cell::int(f.now),
-                Cell::int(f.now),
-                Cell::int(f.expires_at),
-            ]
-        })
-        .collect();
-    crate::query::insert_rows(
-        conn,
-        "INSERT INTO idempotency_keys (project_id, endpoint, idem_key, request_hash, state, \
-         response_status, response_body, claimed_until, created_at, expires_at)",
-        &rows,
-    )
-    .await
+    Ok(())
 }
 
 /// Deletes up to `batch` expired keys.

@@ -15,7 +15,7 @@
 //! instead of losing money.
 
 use crate::ledger::{lock_ranks, Posted, MAX_BALANCE};
-use crate::query::{insert_rows, Cell};
+use crate::query::{Cell, Inserts};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
@@ -40,14 +40,16 @@ struct Account {
 
 /// Posts every operation's transfers (an operation's transfers land together or not at
 /// all). Answers, per operation in order, its transfers as posted or why it was refused
-/// (`InsufficientFunds`, `BalanceLimit`). An `Err` of the whole call means the batch
-/// must be rolled back.
+/// (`InsufficientFunds`, `BalanceLimit`). The accounts are written here, the transfers
+/// and entries added to `inserts` for the caller to write in the same transaction. An
+/// `Err` of the whole call means the batch must be rolled back.
 pub async fn post_batch(
     conn: &mut Conn,
     backend: Backend,
     project_id: &str,
     operations: &[Vec<Planned>],
     now: i64,
+    inserts: &mut Inserts,
 ) -> Result<Vec<Result<Vec<Posted>, StoreError>>, StoreError> {
     let mut accounts = read_accounts(conn, backend, project_id, operations).await?;
     let mut answers = Vec::with_capacity(operations.len());
@@ -81,18 +83,14 @@ pub async fn post_batch(
         }
         answers.push(answer);
     }
-    insert_rows(
-        conn,
+    inserts.add(
         "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at)",
-        &transfers,
-    )
-    .await?;
-    insert_rows(
-        conn,
+        transfers,
+    );
+    inserts.add(
         "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at)",
-        &entries,
-    )
-    .await?;
+        entries,
+    );
     for (id, account) in &accounts {
         if account.now == account.read {
             continue;

@@ -92,9 +92,9 @@ pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> 
     Ok(())
 }
 
-/// Inserts many orders in a few statements (a batch writer's), as `insert` one.
-pub async fn insert_many(conn: &mut Conn, orders: &[OrderRecord]) -> Result<(), StoreError> {
-    use crate::query::{insert_rows, Cell};
+/// Adds many orders to `inserts` (a batch writer's), as `insert` writes one.
+pub fn insert_many(inserts: &mut crate::query::Inserts, orders: &[OrderRecord]) {
+    use crate::query::Cell;
     let rows: Vec<Vec<Cell>> = orders
         .iter()
         .map(|o| {
@@ -122,14 +122,12 @@ pub async fn insert_many(conn: &mut Conn, orders: &[OrderRecord]) -> Result<(), 
             ]
         })
         .collect();
-    insert_rows(
-        conn,
+    inserts.add(
         "INSERT INTO orders (id, project_id, order_type, status, card_id, balance_before, balance_after, \
          last_error, last_error_slug, data, issue_status, topup_status, is_issued, provider_card_status, \
          attempts, next_attempt_at, created_at, updated_at, completed_at, failed_at)",
-        &rows,
-    )
-    .await
+        rows,
+    );
 }
 
 /// What happens to the worker's lease when a step is saved.

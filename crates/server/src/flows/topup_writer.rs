@@ -36,6 +36,7 @@ use issuing_store::group_commit::Stats;
 use issuing_store::idempotency::{self, Claim, Finished};
 use issuing_store::ledger_batch::{self, Planned};
 use issuing_store::orders;
+use issuing_store::query::Inserts;
 use issuing_store::{cards, ledger, Backend, Store, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde_json::{json, Value};
@@ -292,7 +293,9 @@ async fn apply_project(
     }
 
     let now = topups.iter().map(|t| t.now).max().unwrap_or(0);
-    let posted = ledger_batch::post_batch(conn, backend, project_id, &planned, now).await?;
+    let mut inserts = Inserts::default();
+    let posted =
+        ledger_batch::post_batch(conn, backend, project_id, &planned, now, &mut inserts).await?;
     let (mut new_orders, mut finished, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
     for ((i, order_id), posted) in planned_for.into_iter().zip(posted) {
         let t = topups[i];
@@ -362,9 +365,12 @@ async fn apply_project(
             now: o.created_at,
         })
         .collect();
-    events::insert_many(conn, &new_events).await?;
-    orders::insert_many(conn, &new_orders).await?;
-    idempotency::store_many(conn, &finished).await?;
+    orders::insert_many(&mut inserts, &new_orders);
+    events::insert_many(conn, &new_events, &mut inserts).await?;
+    // Only a key stored before (expired, or a dead request's claim) has a row to replace.
+    let replacing = finished.iter().any(|f| stored.contains_key(f.key.key));
+    idempotency::store_many(conn, &finished, replacing, &mut inserts).await?;
+    inserts.write(conn).await?;
     if !new_orders.is_empty() {
         issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
     }
