@@ -91,27 +91,7 @@ pub async fn post_batch(
         "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at)",
         entries,
     );
-    for (id, account) in &accounts {
-        if account.now == account.read {
-            continue;
-        }
-        let written = sqlx::query(
-            "UPDATE accounts SET balance = $1 WHERE id = $2 AND project_id = $3 AND balance = $4",
-        )
-        .bind(account.now)
-        .bind(id)
-        .bind(project_id)
-        .bind(account.read)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::from_write)?
-        .rows_affected();
-        if written != 1 {
-            return Err(StoreError::Corrupt(format!(
-                "account {id} changed while a batch owned it"
-            )));
-        }
-    }
+    write_balances(conn, backend, project_id, &accounts).await?;
     Ok(answers)
 }
 
@@ -130,28 +110,39 @@ async fn read_accounts(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     let ranks = lock_ranks(conn, project_id, &ids).await?;
     let rank = |id: &String| ranks.get(id).copied().unwrap_or(u8::MAX);
     ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
+    // One query, its rows locked in the order it returns them (PostgreSQL locks rows
+    // as they leave the sort): the ledger's lock order.
+    let mut places = Vec::with_capacity(ids.len());
+    for i in 0..ids.len() {
+        places.push(format!("WHEN ${} THEN {i}", i + 2));
+    }
+    let listed: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
     let lock = match backend {
         Backend::Postgres => " FOR UPDATE",
         Backend::Sqlite => "",
     };
     let sql = format!(
-        "SELECT balance, allow_negative FROM accounts WHERE id = $1 AND project_id = $2{lock}"
+        "SELECT id, balance, allow_negative FROM accounts WHERE project_id = $1 AND id IN ({}) \
+         ORDER BY CASE id {} END{lock}",
+        listed.join(", "),
+        places.join(" ")
     );
+    let mut query = sqlx::query(&sql).persistent(false).bind(project_id);
+    for id in &ids {
+        query = query.bind(*id);
+    }
     let mut accounts = HashMap::with_capacity(ids.len());
-    for id in ids {
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(project_id)
-            .fetch_optional(&mut *conn)
-            .await?
-            .ok_or(StoreError::NotFound("account"))?;
+    for row in query.fetch_all(&mut *conn).await? {
         let balance: i64 = row.try_get("balance")?;
         let allow_negative: i64 = row.try_get("allow_negative")?;
         accounts.insert(
-            id.clone(),
+            row.try_get("id")?,
             Account {
                 read: balance,
                 now: balance,
@@ -159,7 +150,54 @@ async fn read_accounts(
             },
         );
     }
+    if accounts.len() != ids.len() {
+        return Err(StoreError::NotFound("account"));
+    }
     Ok(accounts)
+}
+
+/// Writes every changed account's final balance in one statement, each only if it
+/// still holds the balance the batch read.
+async fn write_balances(
+    conn: &mut Conn,
+    backend: Backend,
+    project_id: &str,
+    accounts: &HashMap<String, Account>,
+) -> Result<(), StoreError> {
+    let changed: Vec<serde_json::Value> = accounts
+        .iter()
+        .filter(|(_, a)| a.now != a.read)
+        .map(|(id, a)| serde_json::json!([id, a.now, a.read]))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let rows = match backend {
+        Backend::Postgres => {
+            "SELECT r ->> 0 AS id, (r ->> 1)::bigint AS new, (r ->> 2)::bigint AS read \
+             FROM jsonb_array_elements($1::jsonb) AS r"
+        }
+        Backend::Sqlite => {
+            "SELECT value ->> 0 AS id, value ->> 1 AS new, value ->> 2 AS read FROM json_each($1)"
+        }
+    };
+    let sql = format!(
+        "UPDATE accounts SET balance = x.new FROM ({rows}) AS x \
+         WHERE accounts.id = x.id AND accounts.project_id = $2 AND accounts.balance = x.read"
+    );
+    let written = sqlx::query(&sql)
+        .bind(serde_json::Value::from(changed.clone()).to_string())
+        .bind(project_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::from_write)?
+        .rows_affected();
+    if written != changed.len() as u64 {
+        return Err(StoreError::Corrupt(
+            "an account changed while a batch owned it".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// One operation against the running balances: every leg of every transfer, or none.
