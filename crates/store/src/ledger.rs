@@ -1018,6 +1018,7 @@ mod tests {
         debt_is_repaid_first_and_verified(&store, false).await;
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
+        crate::ledger_batch::tests::batches_match_a_model(&store, false).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -1047,6 +1048,7 @@ mod tests {
         debt_is_repaid_first_and_verified(&store, true).await;
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
+        crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)

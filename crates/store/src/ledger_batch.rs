@@ -261,3 +261,165 @@ fn apply(
     }
     Ok(posted)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ledger::{open_project_accounts, post, project_account, verify, TransferMeta};
+    use issuing_domain::ledger::{AccountKind, TransferKind};
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Random batches of random operations (one or two transfers between the master,
+    /// in-flight and fee accounts, amounts up to twice what is there) against a model of
+    /// the balances: each operation is accepted exactly when the model, applying the
+    /// batch's operations in order, keeps every account at or above zero; a refused one
+    /// names the account and writes nothing. After every batch the stored balances are
+    /// the model's, every entry's balance is its account's running sum, and `verify`
+    /// finds nothing. Called by `ledger::tests` on each backend, which owns the databases.
+    pub(crate) async fn batches_match_a_model(store: &crate::Store, postgres: bool) {
+        let project = if postgres { "b-pg" } else { "b-sqlite" };
+        let backend = store.backend();
+        let mut conn = store.conn().await.unwrap();
+        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
+            .bind(project)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        open_project_accounts(&mut conn, project, 0).await.unwrap();
+        let mut ids = Vec::new();
+        for kind in [
+            AccountKind::DepositSource,
+            AccountKind::Master,
+            AccountKind::InFlight,
+            AccountKind::FeeIncome,
+        ] {
+            ids.push(project_account(&mut conn, project, kind).await.unwrap());
+        }
+        let (source, accounts) = (ids[0].clone(), &ids[1..]);
+        let meta = TransferMeta {
+            project_id: project,
+            order_id: None,
+            card_id: None,
+            reference: None,
+        };
+        let deposit = Transfer::simple(
+            TransferKind::Deposit,
+            source,
+            accounts[0].clone(),
+            Amount::from_micros(1_000),
+        )
+        .unwrap();
+        post(&mut conn, &meta, &deposit).await.unwrap();
+        drop(conn);
+        let mut model: HashMap<String, i64> = accounts.iter().map(|a| (a.clone(), 0)).collect();
+        model.insert(accounts[0].clone(), 1_000);
+
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut accepted, mut refused) = (0, 0);
+        for batch in 0..40 {
+            let mut operations = Vec::new();
+            for _ in 0..=rng.below(12) {
+                let mut operation = Vec::new();
+                for _ in 0..=rng.below(2) {
+                    let from = rng.below(3) as usize;
+                    let to = (from + 1 + rng.below(2) as usize) % 3;
+                    let there = model[&accounts[from]].max(10) as u64;
+                    let amount = 1 + rng.below(2 * there) as i64;
+                    operation.push(Planned {
+                        order_id: Some(format!("o{batch}")),
+                        card_id: None,
+                        transfer: Transfer::simple(
+                            TransferKind::CardTopup,
+                            accounts[from].clone(),
+                            accounts[to].clone(),
+                            Amount::from_micros(amount),
+                        )
+                        .unwrap(),
+                    });
+                }
+                operations.push(operation);
+            }
+            let mut tx = store.begin().await.unwrap();
+            let mut inserts = Inserts::default();
+            let answers = post_batch(&mut tx, backend, project, &operations, batch, &mut inserts)
+                .await
+                .unwrap();
+            inserts.write(&mut tx).await.unwrap();
+            tx.commit().await.unwrap();
+            for (operation, answer) in operations.iter().zip(&answers) {
+                let mut trial = model.clone();
+                let mut short = None;
+                for planned in operation {
+                    for leg in planned.transfer.legs() {
+                        let balance = trial.get_mut(&leg.account).unwrap();
+                        *balance += leg.amount.micros();
+                        if *balance < 0 && short.is_none() {
+                            short = Some(leg.account.clone());
+                        }
+                    }
+                }
+                match (short, answer) {
+                    (None, Ok(posted)) => {
+                        assert_eq!(posted.len(), operation.len());
+                        model = trial;
+                        accepted += 1;
+                    }
+                    (Some(account), Err(StoreError::InsufficientFunds { account_id })) => {
+                        assert_eq!(*account_id, account);
+                        refused += 1;
+                    }
+                    (short, answer) => panic!("model refuses {short:?}, batch answered {answer:?}"),
+                }
+            }
+            let mut conn = store.conn().await.unwrap();
+            for (account, balance) in &model {
+                let stored: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = $1")
+                    .bind(account)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .unwrap();
+                assert_eq!(stored, *balance, "batch {batch}");
+                let sums: Vec<(i64, i64)> = sqlx::query(
+                    "SELECT amount, balance_after FROM entries WHERE account_id = $1 ORDER BY id",
+                )
+                .bind(account)
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r.try_get("amount").unwrap(),
+                        r.try_get("balance_after").unwrap(),
+                    )
+                })
+                .collect();
+                let mut running = 0;
+                for (amount, after) in sums {
+                    running += amount;
+                    assert_eq!(after, running, "batch {batch}: an entry's balance after");
+                }
+            }
+            assert_eq!(
+                verify(&mut conn).await.unwrap(),
+                Vec::new(),
+                "batch {batch}"
+            );
+        }
+        assert!(
+            accepted > 50 && refused > 20,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+}
