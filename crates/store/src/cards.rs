@@ -139,19 +139,22 @@ pub async fn statuses(
     if ids.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
-    let mut filter = crate::query::Filter::for_project("project_id", project_id);
-    filter.texts(
+    let sql = crate::query::rows_of_list(
+        crate::Backend::of(conn),
+        "cards",
+        "id, status",
         "id",
-        &ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>(),
+        "project_id = $1",
+        2,
+        false,
     );
-    let sql = format!("SELECT id, status FROM cards{}", filter.where_sql());
-    let mut statuses = std::collections::HashMap::with_capacity(ids.len());
-    for row in filter
-        .bind(&sql)
-        .persistent(false)
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(crate::query::json_texts(ids.iter().copied()))
         .fetch_all(&mut *conn)
-        .await?
-    {
+        .await?;
+    let mut statuses = std::collections::HashMap::with_capacity(ids.len());
+    for row in rows {
         statuses.insert(row.try_get("id")?, row.try_get("status")?);
     }
     Ok(statuses)

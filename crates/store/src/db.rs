@@ -81,6 +81,17 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The backend a connection talks to.
+    pub fn of(conn: &Conn) -> Backend {
+        if conn.backend_name() == "PostgreSQL" {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        }
+    }
+}
+
 /// Bounds on the pool: enough for 2 cores and a few workers, small enough that a burst
 /// queues in the pool instead of overwhelming the database.
 const SQLITE_POOL_SIZE: u32 = 8;
@@ -136,10 +147,12 @@ impl Store {
                             // the group fsync of the log (`wal_sync.rs`) that every commit
                             // and every answered write waits for, so one fsync covers every
                             // transaction committed while the previous one ran. The busy
-                            // timeout lets concurrent BEGIN IMMEDIATE writers queue.
+                            // timeout lets concurrent BEGIN IMMEDIATE writers queue. No
+                            // checkpoint on commit: `checkpoint_in_background` does them.
                             conn.execute(
                                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; \
-                                 PRAGMA foreign_keys=ON; PRAGMA busy_timeout=30000;",
+                                 PRAGMA foreign_keys=ON; PRAGMA busy_timeout=30000; \
+                                 PRAGMA wal_autocheckpoint=0;",
                             )
                             .await?;
                             Ok(())
@@ -156,6 +169,9 @@ impl Store {
                     .await?
             }
         };
+        if backend == Backend::Sqlite {
+            tokio::spawn(checkpoint_in_background(pool.clone()));
+        }
         let wal = match backend {
             Backend::Sqlite => Some(std::sync::Arc::new(crate::wal_sync::WalSync::new(format!(
                 "{}-wal",
@@ -265,6 +281,39 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// How often the log is moved into the database file (SQLite).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Moves SQLite's log into the database file every `CHECKPOINT_EVERY`, until the pool
+/// closes. SQLite's own automatic checkpoint runs inside the COMMIT that crosses 1,000
+/// pages of log, so one writer's commit in every few dozen paid for copying and syncing
+/// them all while every other writer waited on its lock; a passive checkpoint here
+/// takes no write lock, so commits go on beside it. It does what the automatic one did
+/// (the log is synced before and the database after, so `wal_sync.rs`'s reasoning
+/// holds), and it is as bounded: a passive checkpoint copies what no reader still
+/// needs, and the log restarts from its beginning once all of it was copied.
+async fn checkpoint_in_background(pool: AnyPool) {
+    let mut every = tokio::time::interval(CHECKPOINT_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        let mut conn = match pool.acquire().await {
+            Ok(conn) => conn,
+            Err(sqlx::Error::PoolClosed) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "no connection for the log checkpoint");
+                continue;
+            }
+        };
+        if let Err(e) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
+            tracing::warn!(error = %e, "log checkpoint failed; the next one retries");
+        }
     }
 }
 

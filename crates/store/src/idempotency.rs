@@ -184,24 +184,24 @@ pub async fn lookup_many(
     if keys.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
-    let mut filter = crate::query::Filter::for_project("project_id", project_id);
-    filter.eq("endpoint", crate::query::Arg::Text(endpoint.to_owned()));
-    filter.texts(
+    let backend = crate::Backend::of(conn);
+    let sql = crate::query::rows_of_list(
+        backend,
+        "idempotency_keys",
+        "idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at",
         "idem_key",
-        &keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>(),
+        "project_id = $1 AND endpoint = $2",
+        3,
+        false,
     );
-    let sql = format!(
-        "SELECT idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at \
-         FROM idempotency_keys{}",
-        filter.where_sql()
-    );
-    let mut stored = std::collections::HashMap::with_capacity(keys.len());
-    for row in filter
-        .bind(&sql)
-        .persistent(false)
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(endpoint)
+        .bind(crate::query::json_texts(keys.iter().copied()))
         .fetch_all(&mut *conn)
-        .await?
-    {
+        .await?;
+    let mut stored = std::collections::HashMap::with_capacity(keys.len());
+    for row in rows {
         stored.insert(
             row.try_get("idem_key")?,
             Stored {

@@ -15,7 +15,7 @@
 //! instead of losing money.
 
 use crate::ledger::{lock_ranks, Posted, MAX_BALANCE};
-use crate::query::{Cell, Inserts};
+use crate::query::{json_texts, rows_of_list, Cell, Inserts};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
@@ -118,25 +118,18 @@ async fn read_accounts(
     ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
     // One query, its rows locked in the order it returns them (PostgreSQL locks rows
     // as they leave the sort): the ledger's lock order.
-    let mut places = Vec::with_capacity(ids.len());
-    for i in 0..ids.len() {
-        places.push(format!("WHEN ${} THEN {i}", i + 2));
-    }
-    let listed: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
-    let lock = match backend {
-        Backend::Postgres => " FOR UPDATE",
-        Backend::Sqlite => "",
-    };
-    let sql = format!(
-        "SELECT id, balance, allow_negative FROM accounts WHERE project_id = $1 AND id IN ({}) \
-         ORDER BY CASE id {} END{lock}",
-        listed.join(", "),
-        places.join(" ")
+    let sql = rows_of_list(
+        backend,
+        "accounts",
+        "id, balance, allow_negative",
+        "id",
+        "project_id = $1",
+        2,
+        true,
     );
-    let mut query = sqlx::query(&sql).persistent(false).bind(project_id);
-    for id in &ids {
-        query = query.bind(*id);
-    }
+    let query = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(json_texts(ids.iter().map(|id| id.as_str())));
     let mut accounts = HashMap::with_capacity(ids.len());
     for row in query.fetch_all(&mut *conn).await? {
         let balance: i64 = row.try_get("balance")?;
@@ -157,42 +150,76 @@ async fn read_accounts(
 }
 
 /// Writes every changed account's final balance in one statement, each only if it
-/// still holds the balance the batch read.
+/// still holds the balance the batch read. Each account is found by its key, so neither
+/// planner can choose to walk the project's accounts (PostgreSQL's generic plan of an
+/// `UPDATE … FROM` a JSON list did, seq-scanning them all).
 async fn write_balances(
     conn: &mut Conn,
     backend: Backend,
     project_id: &str,
     accounts: &HashMap<String, Account>,
 ) -> Result<(), StoreError> {
-    let changed: Vec<serde_json::Value> = accounts
-        .iter()
-        .filter(|(_, a)| a.now != a.read)
-        .map(|(id, a)| serde_json::json!([id, a.now, a.read]))
-        .collect();
+    let changed: Vec<(&String, &Account)> =
+        accounts.iter().filter(|(_, a)| a.now != a.read).collect();
     if changed.is_empty() {
         return Ok(());
     }
-    let rows = match backend {
+    // $1 the project, then per account: its id, its new balance, the balance read.
+    let place = |i: usize| (3 * i + 2, 3 * i + 3, 3 * i + 4);
+    let sql = match backend {
         Backend::Postgres => {
-            "SELECT r ->> 0 AS id, (r ->> 1)::bigint AS new, (r ->> 2)::bigint AS read \
-             FROM jsonb_array_elements($1::jsonb) AS r"
+            let updates: Vec<String> = (0..changed.len())
+                .map(|i| {
+                    let (id, new, read) = place(i);
+                    format!(
+                        "u{i} AS (UPDATE accounts SET balance = ${new} \
+                         WHERE id = ${id} AND project_id = $1 AND balance = ${read} RETURNING 1)"
+                    )
+                })
+                .collect();
+            let all: Vec<String> = (0..changed.len())
+                .map(|i| format!("SELECT 1 FROM u{i}"))
+                .collect();
+            format!(
+                "WITH {} SELECT COUNT(*) AS written FROM ({}) AS written",
+                updates.join(", "),
+                all.join(" UNION ALL ")
+            )
         }
         Backend::Sqlite => {
-            "SELECT value ->> 0 AS id, value ->> 1 AS new, value ->> 2 AS read FROM json_each($1)"
+            let (mut ids, mut news, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..changed.len() {
+                let (id, new, read) = place(i);
+                ids.push(format!("${id}"));
+                news.push(format!("WHEN ${id} THEN ${new}"));
+                reads.push(format!("WHEN ${id} THEN balance = ${read}"));
+            }
+            format!(
+                "UPDATE accounts SET balance = CASE id {} END \
+                 WHERE project_id = $1 AND id IN ({}) AND CASE id {} END \
+                 RETURNING 1 AS written",
+                news.join(" "),
+                ids.join(", "),
+                reads.join(" ")
+            )
         }
     };
-    let sql = format!(
-        "UPDATE accounts SET balance = x.new FROM ({rows}) AS x \
-         WHERE accounts.id = x.id AND accounts.project_id = $2 AND accounts.balance = x.read"
-    );
-    let written = sqlx::query(&sql)
-        .bind(serde_json::Value::from(changed.clone()).to_string())
-        .bind(project_id)
-        .execute(&mut *conn)
+    let mut query = sqlx::query(&sql).bind(project_id);
+    for (id, account) in &changed {
+        query = query.bind(*id).bind(account.now).bind(account.read);
+    }
+    let rows = query
+        .fetch_all(&mut *conn)
         .await
-        .map_err(StoreError::from_write)?
-        .rows_affected();
-    if written != changed.len() as u64 {
+        .map_err(StoreError::from_write)?;
+    let written = match backend {
+        Backend::Postgres => match rows.first() {
+            Some(row) => row.try_get::<i64, _>("written")?,
+            None => 0,
+        },
+        Backend::Sqlite => i64::try_from(rows.len()).unwrap_or(i64::MAX),
+    };
+    if written != i64::try_from(changed.len()).unwrap_or(i64::MAX) {
         return Err(StoreError::Corrupt(
             "an account changed while a batch owned it".into(),
         ));
