@@ -822,6 +822,59 @@ both_backends!(parallel_topups_never_overdraw, |t: TestServer| async move {
     t.verify_ledger().await;
 });
 
+// An error the top-up writer cannot foresee (here a trigger that refuses one card's
+// orders) fails its batch; the writer reruns the batch's top-ups one per transaction, so
+// only that top-up fails and every other one of its batch stands.
+both_backends!(a_failing_topup_fails_alone, |t: TestServer| async move {
+    t.deposit(&t.creds.project_id, ISSUE_FEE * 2 + m("1000"))
+        .await;
+    let card = t.active_card("ada", "virtual_usd").await;
+    let poisoned = t.active_card("bob", "virtual_usd").await;
+    let trigger = match t.store.backend() {
+        issuing_store::Backend::Sqlite => vec![format!(
+            "CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.card_id = '{poisoned}' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned'); END"
+        )],
+        issuing_store::Backend::Postgres => vec![
+            format!(
+                "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 IF NEW.card_id = '{poisoned}' THEN RAISE EXCEPTION 'poisoned'; END IF; \
+                 RETURN NEW; END $$"
+            ),
+            "CREATE TRIGGER poison BEFORE INSERT ON orders FOR EACH ROW EXECUTE FUNCTION poison()"
+                .to_owned(),
+        ],
+    };
+    let mut conn = t.store.conn().await.unwrap();
+    for sql in trigger {
+        sqlx::query(&sql).execute(&mut *conn).await.unwrap();
+    }
+    drop(conn);
+    let sdk = t.sdk();
+    let calls = (0..24).map(|i| {
+        let sdk = &sdk;
+        let target = if i == 11 { &poisoned } else { &card };
+        async move {
+            sdk.cards_topup(&topup_req(target, "10"), &format!("f{i}"))
+                .await
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, r) in results.iter().enumerate() {
+        match (i, r) {
+            (11, Err(e)) => assert_eq!(e.slug(), Some("internal_error"), "{e}"),
+            (i, Ok(_)) if i != 11 => {}
+            (i, other) => panic!("top-up {i}: {other:?}"),
+        }
+    }
+    assert_eq!(topup_lines(&sdk).await, 23);
+    assert_eq!(t.balance().await, s(m("1000") - 23 * m("10.60")));
+    // The refused top-up wrote nothing, not even its key: a retry runs anew.
+    let retry = sdk.cards_topup(&topup_req(&poisoned, "10"), "f11").await;
+    assert_eq!(retry.unwrap_err().slug(), Some("internal_error"));
+    t.verify_ledger().await;
+});
+
 both_backends!(
     topups_and_withdraws_racing_on_one_card,
     |t: TestServer| async move {

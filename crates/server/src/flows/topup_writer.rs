@@ -152,7 +152,7 @@ async fn write(
         let (topups, replies): (Vec<Topup>, Vec<Reply>) =
             std::mem::take(&mut batch).into_iter().unzip();
         let answers = match apply(&store, &topups, &stats).await {
-            Ok((answers, durable)) => durably(answers, durable),
+            Ok((answers, durable)) => Pending::Committed(answers, durable),
             Err(why) if topups.len() > 1 => {
                 tracing::warn!(error = %why, top_ups = topups.len(), "a top-up batch failed; applying its top-ups one by one");
                 let mut answers = Vec::with_capacity(topups.len());
@@ -191,10 +191,6 @@ async fn write(
 enum Pending {
     Ready(Vec<Result<Answer, ApiError>>),
     Committed(Vec<Result<Answer, ApiError>>, issuing_store::Durable),
-}
-
-fn durably(answers: Vec<Result<Answer, ApiError>>, durable: issuing_store::Durable) -> Pending {
-    Pending::Committed(answers, durable)
 }
 
 impl Pending {
