@@ -983,12 +983,32 @@ async fn verify_debts(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), 
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::Store;
     use sqlx::Connection;
 
-    async fn entries(conn: &mut Conn) -> Vec<(String, i64, i64)> {
+    /// A project with its accounts; answers the ids of those of `kinds`, in order.
+    pub(crate) async fn project_with_accounts(
+        conn: &mut Conn,
+        project: &str,
+        kinds: &[AccountKind],
+    ) -> Vec<String> {
+        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
+            .bind(project)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        open_project_accounts(conn, project, 0).await.unwrap();
+        let mut ids = Vec::new();
+        for kind in kinds {
+            ids.push(project_account(conn, project, *kind).await.unwrap());
+        }
+        ids
+    }
+
+    /// Every entry, oldest first: (account, amount, balance after).
+    pub(crate) async fn entries(conn: &mut Conn) -> Vec<(String, i64, i64)> {
         sqlx::query("SELECT account_id, amount, balance_after FROM entries ORDER BY id")
             .fetch_all(&mut *conn)
             .await
@@ -1062,21 +1082,17 @@ mod tests {
         let project = if postgres { "p-pg" } else { "p-sqlite" };
         store.migrate().await.unwrap();
         let mut conn = store.conn().await.unwrap();
-        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
-            .bind(project)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        open_project_accounts(&mut conn, project, 0).await.unwrap();
-        let source = project_account(&mut conn, project, AccountKind::DepositSource)
-            .await
-            .unwrap();
-        let master = project_account(&mut conn, project, AccountKind::Master)
-            .await
-            .unwrap();
-        let fees = project_account(&mut conn, project, AccountKind::FeeIncome)
-            .await
-            .unwrap();
+        let ids = project_with_accounts(
+            &mut conn,
+            project,
+            &[
+                AccountKind::DepositSource,
+                AccountKind::Master,
+                AccountKind::FeeIncome,
+            ],
+        )
+        .await;
+        let [source, master, fees] = <[String; 3]>::try_from(ids).unwrap();
         let meta = TransferMeta {
             project_id: project,
             order_id: None,
@@ -1139,16 +1155,12 @@ mod tests {
         let project = if postgres { "d-pg" } else { "d-sqlite" };
         let unit = issuing_wire::MICROS_PER_UNIT;
         let mut conn = store.conn().await.unwrap();
-        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
-            .bind(project)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        open_project_accounts(&mut conn, project, 0).await.unwrap();
-        let mut ids = Vec::new();
-        for kind in [AccountKind::Master, AccountKind::Debt, AccountKind::Network] {
-            ids.push(project_account(&mut conn, project, kind).await.unwrap());
-        }
+        let ids = project_with_accounts(
+            &mut conn,
+            project,
+            &[AccountKind::Master, AccountKind::Debt, AccountKind::Network],
+        )
+        .await;
         let [master, debt, network] = <[String; 3]>::try_from(ids).unwrap();
         deposit(&mut conn, project, Amount::from_micros(10 * unit), None)
             .await

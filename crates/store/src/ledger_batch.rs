@@ -293,19 +293,10 @@ fn apply(
 #[allow(clippy::unwrap_used, clippy::panic)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ledger::{open_project_accounts, post, project_account, verify, TransferMeta};
+    use crate::card_usage::tests::Rng;
+    use crate::ledger::tests::{entries, project_with_accounts};
+    use crate::ledger::{post, verify, TransferMeta};
     use issuing_domain::ledger::{AccountKind, TransferKind};
-
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
 
     /// Random batches of random operations (one or two transfers between the master,
     /// in-flight and fee accounts, amounts up to twice what is there) against a model of
@@ -318,21 +309,17 @@ pub(crate) mod tests {
         let project = if postgres { "b-pg" } else { "b-sqlite" };
         let backend = store.backend();
         let mut conn = store.conn().await.unwrap();
-        sqlx::query("INSERT INTO projects (id, name, created_at) VALUES ($1, $1, 0)")
-            .bind(project)
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        open_project_accounts(&mut conn, project, 0).await.unwrap();
-        let mut ids = Vec::new();
-        for kind in [
-            AccountKind::DepositSource,
-            AccountKind::Master,
-            AccountKind::InFlight,
-            AccountKind::FeeIncome,
-        ] {
-            ids.push(project_account(&mut conn, project, kind).await.unwrap());
-        }
+        let ids = project_with_accounts(
+            &mut conn,
+            project,
+            &[
+                AccountKind::DepositSource,
+                AccountKind::Master,
+                AccountKind::InFlight,
+                AccountKind::FeeIncome,
+            ],
+        )
+        .await;
         let (source, accounts) = (ids[0].clone(), &ids[1..]);
         let meta = TransferMeta {
             project_id: project,
@@ -410,6 +397,7 @@ pub(crate) mod tests {
                 }
             }
             let mut conn = store.conn().await.unwrap();
+            let all_entries = entries(&mut conn).await;
             for (account, balance) in &model {
                 let stored: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = $1")
                     .bind(account)
@@ -417,21 +405,11 @@ pub(crate) mod tests {
                     .await
                     .unwrap();
                 assert_eq!(stored, *balance, "batch {batch}");
-                let sums: Vec<(i64, i64)> = sqlx::query(
-                    "SELECT amount, balance_after FROM entries WHERE account_id = $1 ORDER BY id",
-                )
-                .bind(account)
-                .fetch_all(&mut *conn)
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| {
-                    (
-                        r.try_get("amount").unwrap(),
-                        r.try_get("balance_after").unwrap(),
-                    )
-                })
-                .collect();
+                let sums: Vec<(i64, i64)> = all_entries
+                    .iter()
+                    .filter(|(of, _, _)| of == account)
+                    .map(|(_, amount, after)| (*amount, *after))
+                    .collect();
                 let mut running = 0;
                 for (amount, after) in sums {
                     running += amount;
