@@ -109,7 +109,7 @@ pub async fn start(
     )?;
     let orders_wakeup = Arc::new(Notify::new());
     let deliveries_wakeup = Arc::new(Notify::new());
-    let topup_writer = crate::flows::topup_writer::TopupWriter::start(
+    let master_writer = crate::flows::master_writer::MasterWriter::start(
         store.clone(),
         orders_wakeup.clone(),
         deliveries_wakeup.clone(),
@@ -121,13 +121,12 @@ pub async fn start(
         providers,
         orders_wakeup,
         deliveries_wakeup,
-        topup_writer,
+        master_writer,
         rate_limiter: Arc::default(),
         metrics,
         deposit_key: deposit_key.map(Arc::new),
         keys: Arc::default(),
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
-        master_moves: GroupCommit::start(store.clone(), "master_moves"),
         authorizations: GroupCommit::start(store.clone(), "authorizations"),
         webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes"),
         controls: Default::default(),

@@ -44,11 +44,9 @@ pub(crate) struct Shared {
     pub keys: Arc<crate::pipeline::key_cache::KeyCache>,
     /// Accepts each signed request once.
     pub replay: crate::replay::ReplayGuard,
-    /// Group commit for card issues and top-ups: each takes its project's master
-    /// balance first.
-    pub master_moves: GroupCommit,
-    /// The master balance's writer for top-ups (`flows/topup_writer.rs`).
-    pub topup_writer: crate::flows::topup_writer::TopupWriter,
+    /// The master balance's writer for top-ups and card issues
+    /// (`flows/master_writer.rs`).
+    pub master_writer: crate::flows::master_writer::MasterWriter,
     /// Group commit for authorizations: each takes one card's accounts.
     pub authorizations: GroupCommit,
     /// Group commit for webhook attempt outcomes: each updates its own delivery.

@@ -128,6 +128,36 @@ pub async fn get(
     Ok(row.as_ref().map(from_row).transpose()?)
 }
 
+/// The (registration, KYC) statuses of each of the project's cardholders `ids` that
+/// exists.
+pub async fn statuses(
+    conn: &mut Conn,
+    project_id: &str,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, (String, String)>, StoreError> {
+    use sqlx::Row;
+    let rows = crate::query::project_rows_by_id(
+        conn,
+        "cardholders",
+        "id, registration_status, kyc_status",
+        project_id,
+        ids,
+        false,
+    )
+    .await?;
+    let mut statuses = std::collections::HashMap::with_capacity(ids.len());
+    for row in rows {
+        statuses.insert(
+            row.try_get("id")?,
+            (
+                row.try_get("registration_status")?,
+                row.try_get("kyc_status")?,
+            ),
+        );
+    }
+    Ok(statuses)
+}
+
 pub async fn get_for_user(
     conn: &mut Conn,
     project_id: &str,

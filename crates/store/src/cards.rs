@@ -117,6 +117,34 @@ pub async fn insert(conn: &mut Conn, c: &CardRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Adds many new cards to `inserts` (a batch writer's), as `insert` writes one.
+pub fn insert_many(inserts: &mut crate::query::Inserts, cards: &[CardRecord]) {
+    use crate::query::Cell;
+    let rows = cards
+        .iter()
+        .map(|c| {
+            vec![
+                Cell::text(&c.id),
+                Cell::text(&c.project_id),
+                Cell::text(&c.user_id),
+                Cell::text(&c.external_user_id),
+                Cell::text(&c.cardholder_id),
+                Cell::text(&c.product_code),
+                Cell::text(&c.subprovider_code),
+                Cell::text(&c.card_currency),
+                Cell::text(&c.status),
+                Cell::int(c.created_at),
+                Cell::int(c.updated_at),
+            ]
+        })
+        .collect();
+    inserts.add(
+        "INSERT INTO cards (id, project_id, user_id, external_user_id, cardholder_id, product_code, \
+         subprovider_code, card_currency, status, created_at, updated_at)",
+        rows,
+    );
+}
+
 pub async fn get(
     conn: &mut Conn,
     project_id: &str,
@@ -136,23 +164,9 @@ pub async fn statuses(
     project_id: &str,
     ids: &[&str],
 ) -> Result<std::collections::HashMap<String, String>, StoreError> {
-    if ids.is_empty() {
-        return Ok(std::collections::HashMap::new());
-    }
-    let sql = crate::query::rows_of_list(
-        crate::Backend::of(conn),
-        "cards",
-        "id, status",
-        "id",
-        "project_id = $1",
-        2,
-        false,
-    );
-    let rows = sqlx::query(&sql)
-        .bind(project_id)
-        .bind(crate::query::json_texts(ids.iter().copied()))
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows =
+        crate::query::project_rows_by_id(conn, "cards", "id, status", project_id, ids, false)
+            .await?;
     let mut statuses = std::collections::HashMap::with_capacity(ids.len());
     for row in rows {
         statuses.insert(row.try_get("id")?, row.try_get("status")?);

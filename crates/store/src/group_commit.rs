@@ -20,15 +20,6 @@
 //! holding a project's in-flight account for all of its operations halved the rate at
 //! which the order workers could finish top-ups. See docs/benchmarks.md.
 //!
-//! What PostgreSQL gets instead: turns. Without them, every concurrent top-up of one
-//! project waits inside PostgreSQL for the master balance row (13 of 16 backends, by
-//! `pg_stat_activity`), and each commit wakes them all to compete again. An operation
-//! takes its project's turn (`turn`) just before its first statement under that row's
-//! lock and gives it back after its commit, so one transaction per project at a time
-//! asks for the row, in arrival order, while everything before the turn still overlaps.
-//! Measured: top-ups 387–397 → 438–440/s (p99 209–212 → 90–98 ms), card issues
-//! 392–397 → 415–430/s (p99 187–191 → 105–109 ms).
-//!
 //! Operations only read and write through the connection they are given: they must not
 //! open transactions of their own, and must take row locks in the ledger's lock order
 //! like every other transaction.
@@ -45,17 +36,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-
-/// Turns are striped: projects that share a stripe also share turns. Bounded, and more
-/// stripes than a server has connections to wait on them.
-const TURN_STRIPES: usize = 64;
-
-/// A project's turn (PostgreSQL); dropping it lets the next operation go. Hold it until
-/// the operation's transaction has committed or rolled back.
-#[must_use = "the turn ends when it is dropped"]
-pub struct Turn {
-    _held: tokio::sync::OwnedMutexGuard<()>,
-}
 
 /// The most operations in one transaction. A batch holds the write lock until it
 /// commits, so this also bounds how long it keeps other writers waiting.
@@ -135,8 +115,6 @@ pub struct GroupCommit {
     /// The writer task's queue; None on PostgreSQL, where each operation runs in a
     /// transaction of its own on `store`.
     writer: Option<mpsc::Sender<Box<dyn Job>>>,
-    /// PostgreSQL: one lock per stripe of projects (`turn`); empty on SQLite.
-    turns: Arc<Vec<Arc<tokio::sync::Mutex<()>>>>,
     stats: Arc<Stats>,
     store: Store,
 }
@@ -164,33 +142,11 @@ impl GroupCommit {
             tokio::spawn(write(store.clone(), queue, name, stats.clone()));
             jobs
         });
-        let turns = match writer {
-            Some(_) => Vec::new(),
-            None => (0..TURN_STRIPES).map(|_| Arc::default()).collect(),
-        };
         GroupCommit {
             writer,
-            turns: Arc::new(turns),
             stats,
             store,
         }
-    }
-
-    /// Waits for `key`'s turn on PostgreSQL (see the module's notes); `None` on SQLite,
-    /// where the writer applies one operation at a time already (a turn held across a
-    /// batch would keep its later operations waiting for ever).
-    pub async fn turn(&self, key: &str) -> Option<Turn> {
-        if self.turns.is_empty() {
-            return None;
-        }
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut hasher);
-        let stripe = usize::try_from(hasher.finish() % self.turns.len() as u64).unwrap_or(0);
-        let lock = self.turns.get(stripe)?.clone();
-        Some(Turn {
-            _held: lock.lock_owned().await,
-        })
     }
 
     pub fn stats(&self) -> &Stats {

@@ -41,6 +41,36 @@ pub async fn open_project_accounts(
     Ok(())
 }
 
+/// Adds a new card's accounts (its funds and its holds) to `inserts` (a batch
+/// writer's), as `open_account` opens each.
+pub fn open_card_accounts(
+    inserts: &mut crate::query::Inserts,
+    project_id: &str,
+    card_id: &str,
+    now: i64,
+) {
+    use crate::query::Cell;
+    let rows = [AccountKind::Card, AccountKind::CardHold]
+        .into_iter()
+        .map(|kind| {
+            vec![
+                Cell::text(new_id()),
+                Cell::text(project_id),
+                Cell::text(kind.as_str()),
+                Cell::text(card_id),
+                Cell::text(CURRENCY),
+                Cell::int(0),
+                Cell::int(i64::from(kind.may_go_negative())),
+                Cell::int(now),
+            ]
+        })
+        .collect();
+    inserts.add(
+        "INSERT INTO accounts (id, project_id, kind, card_id, currency, balance, allow_negative, created_at)",
+        rows,
+    );
+}
+
 pub async fn open_account(
     conn: &mut Conn,
     project_id: &str,

@@ -15,7 +15,7 @@
 //! instead of losing money.
 
 use crate::ledger::{lock_ranks, Posted, MAX_BALANCE};
-use crate::query::{json_texts, rows_of_list, Cell, Inserts};
+use crate::query::{project_rows_by_id, Cell, Inserts};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
@@ -40,7 +40,8 @@ struct Account {
 
 /// Posts every operation's transfers (an operation's transfers land together or not at
 /// all). Answers, per operation in order, its transfers as posted or why it was refused
-/// (`InsufficientFunds`, `BalanceLimit`). The accounts are written here, the transfers
+/// (`InsufficientFunds`, `BalanceLimit`), with `watched`'s balance as the batch stood
+/// after it (an order shows the master balance its debits left, or found). The accounts are written here, the transfers
 /// and entries added to `inserts` for the caller to write in the same transaction. An
 /// `Err` of the whole call means the batch must be rolled back.
 pub async fn post_batch(
@@ -48,10 +49,11 @@ pub async fn post_batch(
     backend: Backend,
     project_id: &str,
     operations: &[Vec<Planned>],
+    watched: &str,
     now: i64,
     inserts: &mut Inserts,
-) -> Result<Vec<Result<Vec<Posted>, StoreError>>, StoreError> {
-    let mut accounts = read_accounts(conn, backend, project_id, operations).await?;
+) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
+    let mut accounts = read_accounts(conn, backend, project_id, operations, watched).await?;
     let mut answers = Vec::with_capacity(operations.len());
     let (mut transfers, mut entries) = (Vec::new(), Vec::new());
     for operation in operations {
@@ -81,7 +83,8 @@ pub async fn post_batch(
                 }
             }
         }
-        answers.push(answer);
+        let balance = accounts.get(watched).map_or(0, |a| a.now);
+        answers.push((answer, balance));
     }
     inserts.add(
         "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at)",
@@ -102,36 +105,35 @@ async fn read_accounts(
     backend: Backend,
     project_id: &str,
     operations: &[Vec<Planned>],
+    watched: &str,
 ) -> Result<HashMap<String, Account>, StoreError> {
+    let watched = watched.to_owned();
     let mut ids: Vec<&String> = operations
         .iter()
         .flatten()
         .flat_map(|p| p.transfer.legs().iter().map(|leg| &leg.account))
+        .chain(std::iter::once(&watched))
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
     let ranks = lock_ranks(conn, project_id, &ids).await?;
     let rank = |id: &String| ranks.get(id).copied().unwrap_or(u8::MAX);
     ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
-    // One query, its rows locked in the order it returns them (PostgreSQL locks rows
-    // as they leave the sort): the ledger's lock order.
-    let sql = rows_of_list(
-        backend,
+    // One query; PostgreSQL locks each row as the list reaches it, so in the list's
+    // order: the ledger's lock order.
+    let listed: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+    let lock = backend == Backend::Postgres;
+    let rows = project_rows_by_id(
+        conn,
         "accounts",
         "id, balance, allow_negative",
-        "id",
-        "project_id = $1",
-        2,
-        true,
-    );
-    let query = sqlx::query(&sql)
-        .bind(project_id)
-        .bind(json_texts(ids.iter().map(|id| id.as_str())));
+        project_id,
+        &listed,
+        lock,
+    )
+    .await?;
     let mut accounts = HashMap::with_capacity(ids.len());
-    for row in query.fetch_all(&mut *conn).await? {
+    for row in rows {
         let balance: i64 = row.try_get("balance")?;
         let allow_negative: i64 = row.try_get("allow_negative")?;
         accounts.insert(
@@ -366,12 +368,20 @@ pub(crate) mod tests {
             }
             let mut tx = store.begin().await.unwrap();
             let mut inserts = Inserts::default();
-            let answers = post_batch(&mut tx, backend, project, &operations, batch, &mut inserts)
-                .await
-                .unwrap();
+            let answers = post_batch(
+                &mut tx,
+                backend,
+                project,
+                &operations,
+                &accounts[0],
+                batch,
+                &mut inserts,
+            )
+            .await
+            .unwrap();
             inserts.write(&mut tx).await.unwrap();
             tx.commit().await.unwrap();
-            for (operation, answer) in operations.iter().zip(&answers) {
+            for (operation, (answer, master)) in operations.iter().zip(&answers) {
                 let mut trial = model.clone();
                 let mut short = None;
                 for planned in operation {
@@ -395,6 +405,8 @@ pub(crate) mod tests {
                     }
                     (short, answer) => panic!("model refuses {short:?}, batch answered {answer:?}"),
                 }
+                // The watched account as the batch stood after this operation.
+                assert_eq!(*master, model[&accounts[0]], "batch {batch}");
             }
             let mut conn = store.conn().await.unwrap();
             let all_entries = entries(&mut conn).await;

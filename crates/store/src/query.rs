@@ -259,6 +259,28 @@ pub fn rows_of_list(
     }
 }
 
+/// The rows (`columns`) of the project's `table` whose ids are `ids`, in their order,
+/// locked if `lock` (PostgreSQL): `rows_of_list` for the common case.
+pub async fn project_rows_by_id(
+    conn: &mut crate::Conn,
+    table: &str,
+    columns: &str,
+    project_id: &str,
+    ids: &[&str],
+    lock: bool,
+) -> Result<Vec<AnyRow>, crate::StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let backend = crate::Backend::of(conn);
+    let sql = rows_of_list(backend, table, columns, "id", "project_id = $1", 2, lock);
+    Ok(sqlx::query(&sql)
+        .bind(project_id)
+        .bind(json_texts(ids.iter().copied()))
+        .fetch_all(&mut *conn)
+        .await?)
+}
+
 /// The JSON value `rows_of_list` takes.
 pub fn json_texts<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     serde_json::Value::from(items.into_iter().collect::<Vec<_>>()).to_string()

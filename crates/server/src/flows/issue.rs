@@ -1,24 +1,25 @@
-//! cards/create: checks in the order the spec lists the errors, then in one transaction
-//! charges the issue fee (and an optional initial topup), creates the card, its account,
-//! the order and the `card.created` event, and stores the idempotent response. On
-//! SQLite that transaction is a batch of the master balance writer (`group_commit.rs`),
-//! shared with other card issues and top-ups, each in its own savepoint.
+//! cards/create: checks in the order the spec lists the errors on a reading connection,
+//! then the master balance's writer (`master_writer.rs`) decides the key, checks the
+//! cardholder again, charges the issue fee (and an optional initial topup), and writes
+//! the card, its accounts, the order, the `card.created` event and the key in its next
+//! batch.
 
-use super::money::{self, Acct};
+use super::master_writer::{
+    is_answered, unless_answered, Answer, Kind, Made, Move, ProjectAccounts,
+};
 use super::{kyc, required_user};
-use crate::pipeline::idempotency::IdempotencyToken;
+use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
 use crate::routes::orders::OrderView;
 use crate::state::AppState;
 use issuing_domain::catalog::Product;
 use issuing_domain::ids::new_id;
 use issuing_domain::kyc::parse_kyc;
-use issuing_domain::ledger::{AccountKind, TransferKind};
+use issuing_domain::ledger::{Transfer, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::cards::CardRecord;
-use issuing_store::events::{self, NewEvent};
-use issuing_store::group_commit::{GroupCommit, Turn};
-use issuing_store::orders::{self, OrderRecord};
-use issuing_store::{cardholders, cards, ledger, users, Conn};
+use issuing_store::ledger_batch::Planned;
+use issuing_store::orders::OrderRecord;
+use issuing_store::{cardholders, users, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -41,6 +42,8 @@ pub(crate) struct IssueRequest {
 
 pub(crate) const CARD_PENDING: &str = "pending";
 
+pub(crate) const ENDPOINT: &str = "cards/create";
+
 fn cardholder_missing() -> ApiError {
     ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found")
 }
@@ -50,7 +53,21 @@ pub(crate) async fn create(
     project_id: &str,
     req: IssueRequest,
     token: IdempotencyToken,
-) -> Result<Value, ApiError> {
+) -> Result<Answer, ApiError> {
+    match prepared(state, project_id, req, &token).await {
+        Ok(m) => state.master_writer.submit(m).await,
+        Err(refused) => unless_answered(&state.store, &token, refused).await,
+    }
+}
+
+/// Everything before the writer: the request's checks, the KYC data given with it, and
+/// the checks needing no lock.
+async fn prepared(
+    state: &AppState,
+    project_id: &str,
+    req: IssueRequest,
+    token: &IdempotencyToken,
+) -> Result<Move, ApiError> {
     let external_user_id = required_user(req.external_user_id.as_deref())?.to_owned();
     let kyc_data = match &req.kyc_data {
         None | Some(Value::Null) => None,
@@ -76,8 +93,15 @@ pub(crate) async fn create(
 
     let now = now_micros();
     // KYC data given here is submitted first, in its own transaction: it stands even if
-    // a later check refuses the card (CONTRACT §3).
+    // a later check refuses the card (CONTRACT §3). A retry of a finished issue submits
+    // nothing again: it is refused here and answered its first response.
     if let Some(k) = &kyc_data {
+        if is_answered(&state.store, token).await? {
+            return Err(ApiError::new(
+                ErrorSlug::IdempotencyConflict,
+                "This idempotency key has an answer",
+            ));
+        }
         let mut tx = state.store.begin().await?;
         let mut holder = cardholders::get_for_user(
             &mut tx,
@@ -93,66 +117,48 @@ pub(crate) async fn create(
         tx.commit().await.map_err(issuing_store::StoreError::from)?;
         kyc::submit_to_provider(state, &mut holder, k).await?;
     }
-    let issue = Issue {
-        project_id: project_id.to_owned(),
-        external_user_id,
-        product,
+    let kind = checked(
+        state,
+        project_id,
+        &external_user_id,
+        &product,
         initial_topup,
         now,
-    };
-    let writer = state.master_moves.clone();
-    let (body, turn) = state
-        .master_moves
-        .run(move |conn| {
-            Box::pin(async move {
-                let (body, turn) = charge(conn, &issue, &writer).await?;
-                token.complete(conn, &body).await?;
-                Ok::<_, ApiError>((body, turn))
-            })
-        })
-        .await?;
-    // Committed: the project's next card issue or top-up may take the master row.
-    drop(turn);
-    state.orders_wakeup.notify_one();
-    state.deliveries_wakeup.notify_one();
-    Ok(body)
+    )
+    .await?;
+    Ok(Move {
+        project_id: project_id.to_owned(),
+        order_id: kind.order.id.clone(),
+        now,
+        token: token.clone(),
+        key_expires_at: now + KEY_TTL_MICROS,
+        kind: Kind::Issue(Box::new(kind)),
+    })
 }
 
-/// A card issue, owned: it waits in the writer's queue.
-struct Issue {
-    project_id: String,
-    external_user_id: String,
-    product: Product,
+/// The issue's checks in the spec's error order, on a reading connection; the writer
+/// checks the cardholder again in its transaction.
+async fn checked(
+    state: &AppState,
+    project_id: &str,
+    external_user_id: &str,
+    product: &Product,
     initial_topup: Option<Amount>,
     now: i64,
-}
-
-/// The issue's remaining checks and its change, on the master balance writer's
-/// connection (`group_commit.rs`). Answers the response body.
-async fn charge(
-    conn: &mut Conn,
-    issue: &Issue,
-    writer: &GroupCommit,
-) -> Result<(Value, Option<Turn>), ApiError> {
-    let Issue {
-        project_id,
-        external_user_id,
-        product,
-        initial_topup,
-        now,
-    } = issue;
-    let (project_id, initial_topup, now) = (project_id.as_str(), *initial_topup, *now);
-    let user = users::get_by_external_id(conn, project_id, external_user_id)
+) -> Result<IssueMove, ApiError> {
+    let mut conn = state.store.conn().await?;
+    let user = users::get_by_external_id(&mut conn, project_id, external_user_id)
         .await?
         .ok_or_else(cardholder_missing)?;
     let holder = cardholders::get_for_user(
-        conn,
+        &mut conn,
         project_id,
         external_user_id,
         &product.subprovider_code,
     )
     .await?
     .ok_or_else(cardholder_missing)?;
+    drop(conn);
     if holder.kyc_enc.is_none() {
         return Err(ApiError::new(
             ErrorSlug::KycRequired,
@@ -165,20 +171,17 @@ async fn charge(
             "Card product is not active",
         ));
     }
-    if !kyc::is_ready(&holder) {
-        return Err(ApiError::new(
-            ErrorSlug::CardholderNotReady,
-            format!(
-                "Cardholder is not ready for cards (registration {}, KYC {})",
-                holder.registration_status, holder.kyc_status
-            ),
-        ));
+    if let Some(refused) = holder_refusal(Some(&(
+        holder.registration_status.clone(),
+        holder.kyc_status.clone(),
+    ))) {
+        return Err(refused);
     }
     product.check_usable()?;
-    let topup_fee = match initial_topup {
+    let initial = match initial_topup {
         Some(a) => {
             product.check_topup_amount(a)?;
-            Some(product.topup_fee(a))
+            Some((a, product.topup_fee(a)))
         }
         None => None,
     };
@@ -189,7 +192,7 @@ async fn charge(
         id: card_id.clone(),
         project_id: project_id.to_owned(),
         user_id: user.id.clone(),
-        external_user_id: external_user_id.clone(),
+        external_user_id: external_user_id.to_owned(),
         cardholder_id: holder.id.clone(),
         product_code: product.code.clone(),
         subprovider_code: product.subprovider_code.clone(),
@@ -209,26 +212,22 @@ async fn charge(
         limits: None,
         limits_timezone: None,
     };
-    cards::insert(conn, &card).await?;
-    ledger::open_account(conn, project_id, AccountKind::Card, Some(&card_id), now).await?;
-    ledger::open_account(conn, project_id, AccountKind::CardHold, Some(&card_id), now).await?;
-
     let mut data = json!({
         "product_code": product.code,
         "external_user_id": external_user_id,
         "issue_fee": product.pricing.issue_fee,
         "currency": "usdt",
     });
-    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
+    if let Some((amount, fee)) = initial {
         data["initial_topup"] = json!({ "amount": amount, "fee": fee });
     }
-    let mut order = OrderRecord {
-        id: order_id.clone(),
+    let order = OrderRecord {
+        id: order_id,
         project_id: project_id.to_owned(),
         order_type: "card_issue".into(),
         status: "new".into(),
-        card_id: Some(card_id.clone()),
-        // Set once the debits below have answered.
+        card_id: Some(card_id),
+        // Set by the writer once the debits have answered.
         balance_before: None,
         balance_after: None,
         last_error: None,
@@ -245,91 +244,101 @@ async fn charge(
         completed_at: None,
         failed_at: None,
     };
-    // Written before the project's turn, so that less happens under the master row's
-    // lock; the wake-up is sent at commit wherever it is written.
-    events::insert(
-        conn,
-        &NewEvent {
-            project_id,
-            event_type: "card.created",
-            card_id: Some(&card_id),
-            order_id: Some(&order_id),
-            payload: &json!({
-                "card_id": card_id,
-                "order_id": order_id,
-                "product_code": product.code,
-                "status": order.status,
-            }),
-            now,
-        },
-    )
-    .await?;
-    issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
-    let turn = writer.turn(project_id).await;
+    Ok(IssueMove {
+        card,
+        order,
+        issue_fee: product.pricing.issue_fee,
+        initial,
+    })
+}
 
-    let fee_income = || Acct::Project(AccountKind::FeeIncome);
-    let master = || Acct::Project(AccountKind::Master);
-    let issue_fee = product.pricing.issue_fee;
-    let charged = issue_fee.micros()
-        + initial_topup.map_or(0, Amount::micros)
-        + topup_fee.map_or(0, Amount::micros);
-    if charged == 0 {
-        money::refuse_if_in_debt(conn, project_id).await?;
+/// A card issue for the master balance's writer: the card, its order (balances unset),
+/// and what it charges.
+pub(crate) struct IssueMove {
+    pub card: CardRecord,
+    pub order: OrderRecord,
+    pub issue_fee: Amount,
+    /// The initial top-up's amount and fee.
+    pub initial: Option<(Amount, Amount)>,
+}
+
+impl IssueMove {
+    pub(crate) fn charged(&self) -> i64 {
+        self.issue_fee.micros()
+            + self
+                .initial
+                .map_or(0, |(amount, fee)| amount.micros() + fee.micros())
     }
-    let mut moved = Vec::with_capacity(3);
-    let tag = money::Tag {
-        project_id,
-        order_id: &order_id,
-        card_id: &card_id,
-    };
-    moved.push(
-        money::transfer(
-            conn,
-            &tag,
+
+    /// The issue fee into fee income; an initial top-up's amount into in-flight (it
+    /// reaches the card once issued) and its fee into fee income. Zero amounts move
+    /// nothing.
+    pub(crate) fn transfers(
+        &self,
+        order_id: &str,
+        accounts: &ProjectAccounts,
+    ) -> Result<Vec<Planned>, StoreError> {
+        let mut moves = vec![(
             TransferKind::CardIssueFee,
-            master(),
-            fee_income(),
-            issue_fee,
-        )
-        .await?,
-    );
-    if let (Some(amount), Some(fee)) = (initial_topup, topup_fee) {
-        let in_flight = Acct::Project(AccountKind::InFlight);
-        moved.push(
-            money::transfer(
-                conn,
-                &tag,
-                TransferKind::CardTopup,
-                master(),
-                in_flight,
-                amount,
-            )
-            .await?,
-        );
-        moved.push(
-            money::transfer(
-                conn,
-                &tag,
-                TransferKind::TopupFee,
-                master(),
-                fee_income(),
-                fee,
-            )
-            .await?,
-        );
+            &accounts.fee_income,
+            self.issue_fee,
+        )];
+        if let Some((amount, fee)) = self.initial {
+            moves.push((TransferKind::CardTopup, &accounts.in_flight, amount));
+            moves.push((TransferKind::TopupFee, &accounts.fee_income, fee));
+        }
+        moves
+            .into_iter()
+            .filter(|(_, _, amount)| amount.micros() > 0)
+            .map(|(kind, to, amount)| {
+                Ok(Planned {
+                    order_id: Some(order_id.to_owned()),
+                    card_id: Some(self.card.id.clone()),
+                    transfer: Transfer::simple(kind, accounts.master.clone(), to.clone(), amount)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                })
+            })
+            .collect()
     }
-    // As the debits left it, while this transaction holds the master row, and the
-    // balance before derived from what was charged: a read before the debit could see
-    // other orders' changes.
-    let balance_after = money::master_balance_after(conn, project_id, &moved).await?;
-    order.balance_before = Some(balance_after.micros() + charged);
-    order.balance_after = Some(balance_after.micros());
-    orders::insert(conn, &order).await?;
-    let body = json!({
-        "success": true,
-        "card_id": card_id,
-        "status": CARD_PENDING,
-        "order": OrderView::from(order),
-    });
-    Ok((body, turn))
+
+    /// The order and its `card.created` event (the card and its accounts are the
+    /// writer's to insert).
+    pub(crate) fn made(&self, _m: &Move) -> Made {
+        let event = json!({
+            "card_id": self.card.id,
+            "order_id": self.order.id,
+            "product_code": self.card.product_code,
+            "status": self.order.status,
+        });
+        Made {
+            order: self.order.clone(),
+            event_type: "card.created",
+            event,
+        }
+    }
+
+    /// The response: the new card's id and status, and its order.
+    pub(crate) fn body(&self, order: &OrderRecord) -> Result<Value, StoreError> {
+        Ok(json!({
+            "success": true,
+            "card_id": self.card.id,
+            "status": CARD_PENDING,
+            "order": OrderView::from(order.clone()),
+        }))
+    }
+}
+
+/// Why a card may not be issued to a cardholder with these (registration, KYC)
+/// statuses (`None`: not found).
+pub(crate) fn holder_refusal(statuses: Option<&(String, String)>) -> Option<ApiError> {
+    let Some((registration, kyc)) = statuses else {
+        return Some(cardholder_missing());
+    };
+    if kyc::is_ready(registration, kyc) {
+        return None;
+    }
+    Some(ApiError::new(
+        ErrorSlug::CardholderNotReady,
+        format!("Cardholder is not ready for cards (registration {registration}, KYC {kyc})"),
+    ))
 }

@@ -120,7 +120,8 @@ pub(crate) fn read(state: &AppState, holder: &CardholderRecord) -> Option<KycDat
     serde_json::from_slice(&bytes).ok()
 }
 
-pub(crate) fn is_ready(holder: &CardholderRecord) -> bool {
-    holder.registration_status == RegistrationStatus::Active.as_str()
-        && holder.kyc_status == KycStatus::Approved.as_str()
+/// Whether a cardholder with these statuses may get cards.
+pub(crate) fn is_ready(registration_status: &str, kyc_status: &str) -> bool {
+    registration_status == RegistrationStatus::Active.as_str()
+        && kyc_status == KycStatus::Approved.as_str()
 }

@@ -5,11 +5,11 @@ pub(crate) mod close;
 pub(crate) mod details;
 pub(crate) mod issue;
 pub(crate) mod kyc;
+pub(crate) mod master_writer;
 pub(crate) mod money;
 pub(crate) mod status;
 pub(crate) mod threeds;
 pub(crate) mod topup;
-pub(crate) mod topup_writer;
 
 use issuing_store::{cards, users, Conn};
 use issuing_wire::{ApiError, ErrorSlug};

@@ -72,38 +72,3 @@ pub(crate) async fn master_balance(
 ) -> Result<Amount, StoreError> {
     ledger::master_balance(conn, project_id).await
 }
-
-/// Refuses a charge-free order (a card issue with no fee and no initial topup) while
-/// the project owes debt. Orders that charge anything need no check: a project in
-/// debt has a master account at zero, so their debit is refused as `insufficient_funds`.
-pub(crate) async fn refuse_if_in_debt(conn: &mut Conn, project_id: &str) -> Result<(), StoreError> {
-    let debt = ledger::lock_master_read_debt(conn, project_id).await?;
-    if debt.micros() < 0 {
-        let master = ledger::project_account(conn, project_id, AccountKind::Master).await?;
-        return Err(StoreError::InsufficientFunds { account_id: master });
-    }
-    Ok(())
-}
-
-/// The master balance after a flow's debits, as the last of them that moved it
-/// answered (its update returns the balance under the row's lock, so no query is
-/// needed); read when none of them moved it. A debit that succeeded found money on the
-/// master account, so the project owes no debt and the master account is all of it.
-pub(crate) async fn master_balance_after(
-    conn: &mut Conn,
-    project_id: &str,
-    posted: &[Option<Posted>],
-) -> Result<Amount, StoreError> {
-    let master = ledger::project_account(conn, project_id, AccountKind::Master).await?;
-    let last = posted.iter().rev().flatten().find_map(|p| {
-        p.balances_after
-            .iter()
-            .rev()
-            .find(|(account, _)| *account == master)
-            .map(|(_, balance)| *balance)
-    });
-    match last {
-        Some(balance) => Ok(balance),
-        None => master_balance(conn, project_id).await,
-    }
-}

@@ -7,15 +7,16 @@
 //! the provider confirms. A failed order moves everything back.
 
 use super::card_for_user;
+use super::master_writer::{unless_answered, Answer, Kind, Made, Move, ProjectAccounts};
 use super::money::{self, Acct};
-use super::topup_writer::{answered, Answer, Topup, ENDPOINT};
 use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
 use crate::routes::orders::OrderView;
 use crate::state::AppState;
 use issuing_domain::ids::new_id;
+use issuing_domain::ledger::Transfer;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
-use issuing_store::idempotency;
+use issuing_store::ledger_batch::Planned;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
@@ -78,8 +79,10 @@ async fn card(
     .await
 }
 
+pub(crate) const ENDPOINT: &str = "cards/topup";
+
 /// A top-up: the checks that need no lock here, on a reading connection, then the
-/// master balance's writer (`topup_writer.rs`) decides the key, debits the master
+/// master balance's writer (`master_writer.rs`) decides the key, debits the master
 /// balance and writes the order, its event and its key in its next batch.
 pub(crate) async fn topup(
     state: &AppState,
@@ -88,21 +91,8 @@ pub(crate) async fn topup(
     token: IdempotencyToken,
 ) -> Result<Answer, ApiError> {
     match checked(state, project_id, &req, &token).await {
-        Ok(topup) => state.topup_writer.submit(topup).await,
-        Err(refused) => {
-            // A retry of a finished top-up answers its first response even if the card
-            // or the request's checks would refuse it now (CONTRACT §5).
-            let mut conn = state.store.conn().await?;
-            let stored =
-                idempotency::lookup_many(&mut conn, project_id, ENDPOINT, &[token.key()]).await?;
-            match stored
-                .get(token.key())
-                .and_then(|s| s.claim(token.hash(), now_micros()))
-            {
-                Some(claim) => answered(claim),
-                None => Err(refused),
-            }
-        }
+        Ok(topup) => state.master_writer.submit(topup).await,
+        Err(refused) => unless_answered(&state.store, &token, refused).await,
     }
 }
 
@@ -112,16 +102,13 @@ async fn checked(
     project_id: &str,
     req: &MoveRequest,
     token: &IdempotencyToken,
-) -> Result<Topup, ApiError> {
+) -> Result<Move, ApiError> {
     let (amount, now) = check(req)?;
     let mut conn = state.store.conn().await?;
     let card = card(&mut conn, project_id, req).await?;
     drop(conn);
-    if card.status != "active" {
-        return Err(ApiError::new(
-            ErrorSlug::CardNotActive,
-            format!("Card is {}, not active", card.status),
-        ));
+    if let Some(refused) = card_refusal(Some(&card.status)) {
+        return Err(refused);
     }
     let product = state.catalog().product(&card.product_code).ok_or_else(|| {
         ApiError::new(
@@ -132,15 +119,103 @@ async fn checked(
     product.check_usable()?;
     product.check_topup_amount(amount)?;
     let fee = product.topup_fee(amount);
-    Ok(Topup {
+    Ok(Move {
         project_id: project_id.to_owned(),
-        card_id: card.id,
-        amount,
-        fee,
+        order_id: new_id(),
         now,
         token: token.clone(),
         key_expires_at: now + KEY_TTL_MICROS,
+        kind: Kind::Topup(TopupMove {
+            card_id: card.id,
+            amount,
+            fee,
+        }),
     })
+}
+
+/// A top-up for the master balance's writer.
+pub(crate) struct TopupMove {
+    pub card_id: String,
+    pub amount: Amount,
+    pub fee: Amount,
+}
+
+impl TopupMove {
+    pub(crate) fn charged(&self) -> i64 {
+        self.amount.micros() + self.fee.micros()
+    }
+
+    /// The master balance pays the amount into in-flight (it reaches the card when the
+    /// provider confirms) and the fee into fee income.
+    pub(crate) fn transfers(
+        &self,
+        order_id: &str,
+        accounts: &ProjectAccounts,
+    ) -> Result<Vec<Planned>, StoreError> {
+        let mut moves = vec![(TransferKind::CardTopup, &accounts.in_flight, self.amount)];
+        if self.fee.micros() > 0 {
+            moves.push((TransferKind::TopupFee, &accounts.fee_income, self.fee));
+        }
+        moves
+            .into_iter()
+            .map(|(kind, to, amount)| {
+                Ok(Planned {
+                    order_id: Some(order_id.to_owned()),
+                    card_id: Some(self.card_id.clone()),
+                    transfer: Transfer::simple(kind, accounts.master.clone(), to.clone(), amount)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                })
+            })
+            .collect()
+    }
+
+    /// The order and its `card.topup` event.
+    pub(crate) fn made(&self, m: &Move) -> Made {
+        let order = new_order(
+            &m.project_id,
+            &m.order_id,
+            "card_topup",
+            &self.card_id,
+            m.now,
+            json!({
+                "amount": self.amount,
+                "fee": self.fee,
+                "total": Amount::from_micros(self.charged()),
+                "currency": "usdt",
+            }),
+        );
+        let event = json!({
+            "card_id": self.card_id,
+            "order_id": m.order_id,
+            "amount": self.amount,
+            "status": order.status,
+        });
+        Made {
+            order,
+            event_type: "card.topup",
+            event,
+        }
+    }
+}
+
+/// A top-up's response: its order.
+pub(crate) fn body(order: &OrderRecord) -> Result<Value, StoreError> {
+    let mut body = serde_json::to_value(OrderView::from(order.clone()))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    body["success"] = json!(true);
+    Ok(body)
+}
+
+/// Why a top-up may not go to a card with this status (`None`: not found).
+pub(crate) fn card_refusal(status: Option<&String>) -> Option<ApiError> {
+    match status.map(String::as_str) {
+        Some("active") => None,
+        Some(status) => Some(ApiError::new(
+            ErrorSlug::CardNotActive,
+            format!("Card is {status}, not active"),
+        )),
+        None => Some(ApiError::new(ErrorSlug::CardNotFound, "Card not found")),
+    }
 }
 
 pub(crate) async fn withdraw(
@@ -253,9 +328,7 @@ async fn record(
     token: &IdempotencyToken,
     order: OrderRecord,
 ) -> Result<Value, ApiError> {
-    let mut body =
-        serde_json::to_value(OrderView::from(order)).map_err(|_| ApiError::internal())?;
-    body["success"] = json!(true);
+    let body = body(&order)?;
     token.complete(conn, &body).await?;
     Ok(body)
 }

@@ -44,8 +44,7 @@ pub(crate) async fn serve(
 async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let db = state.metrics.db_stats(&state.store).await;
     let writers = [
-        ("master_moves", state.master_moves.stats()),
-        ("topups", state.topup_writer.stats()),
+        ("master_moves", state.master_writer.stats()),
         ("authorizations", state.authorizations.stats()),
         ("webhook_outcomes", state.webhook_outcomes.stats()),
     ];

@@ -50,6 +50,11 @@ impl IdempotencyToken {
         &self.key
     }
 
+    /// The project and endpoint the key belongs to.
+    pub(crate) fn scope(&self) -> (&str, &'static str) {
+        (&self.project_id, self.endpoint)
+    }
+
     pub(crate) fn hash(&self) -> &str {
         &self.hash
     }

@@ -1,7 +1,7 @@
 use super::filters;
+use crate::flows::master_writer::Answer;
 use crate::flows::status::{self, Change};
 use crate::flows::topup::MoveRequest;
-use crate::flows::topup_writer::{Answer, ENDPOINT};
 use crate::flows::{card_for_user, details, issue, kyc, required_user, topup};
 use crate::pipeline::idempotency;
 use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
@@ -219,15 +219,19 @@ pub(crate) async fn create(
     Payload(req): Payload<issue::IssueRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
-    idempotency::run(
-        &state.store,
-        &caller.project_id,
-        "cards/create",
-        key,
-        &raw,
-        |token| issue::create(&state, &caller.project_id, req, token),
-    )
-    .await
+    let token = idempotency::IdempotencyToken::new(&caller.project_id, issue::ENDPOINT, key, &raw);
+    answer(issue::create(&state, &caller.project_id, req, token).await?)
+}
+
+/// The response of a move of the master balance's writer: a new order's, or its key's
+/// stored one.
+fn answer(answer: Answer) -> Result<Response, HttpError> {
+    match answer {
+        Answer::Created(body) => Ok(axum::response::IntoResponse::into_response(axum::Json(
+            body,
+        ))),
+        Answer::Stored { status, body } => idempotency::stored_response(status, &body),
+    }
 }
 
 pub(crate) async fn topup(
@@ -238,7 +242,7 @@ pub(crate) async fn topup(
     Payload(req): Payload<MoveRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
-    let token = idempotency::IdempotencyToken::new(&caller.project_id, ENDPOINT, key, &raw);
+    let token = idempotency::IdempotencyToken::new(&caller.project_id, topup::ENDPOINT, key, &raw);
     match topup::topup(&state, &caller.project_id, req, token).await? {
         Answer::Created(body) => Ok(axum::response::IntoResponse::into_response(axum::Json(
             body,
