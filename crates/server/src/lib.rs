@@ -5,6 +5,7 @@
 //! Handlers receive the authenticated project and typed plaintext requests and return
 //! typed results or an `ApiError`; they never see ciphertext.
 
+mod batch_writer;
 pub mod config;
 mod connections;
 pub mod console;

@@ -114,6 +114,16 @@ pub async fn start(
         orders_wakeup.clone(),
         deliveries_wakeup.clone(),
     );
+    let controls = Arc::new(crate::network::controls::ControlsCache::default());
+    let auth_writer = crate::network::auth_writer::AuthWriter::start(
+        store.clone(),
+        controls.clone(),
+        config.hold_expiry,
+        crate::batch_writer::Wakeups {
+            orders: orders_wakeup.clone(),
+            deliveries: deliveries_wakeup.clone(),
+        },
+    );
     let state = AppState::new(crate::state::Shared {
         store: store.clone(),
         master,
@@ -127,9 +137,9 @@ pub async fn start(
         deposit_key: deposit_key.map(Arc::new),
         keys: Arc::default(),
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
-        authorizations: GroupCommit::start(store.clone(), "authorizations"),
+        auth_writer,
+        decisions: GroupCommit::start(store.clone(), "decisions"),
         webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes"),
-        controls: Default::default(),
         decision_http,
     });
     for _ in 0..workers {

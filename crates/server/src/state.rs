@@ -47,12 +47,12 @@ pub(crate) struct Shared {
     /// The master balance's writer for top-ups and card issues
     /// (`flows/master_writer.rs`).
     pub master_writer: crate::flows::master_writer::MasterWriter,
-    /// Group commit for authorizations: each takes one card's accounts.
-    pub authorizations: GroupCommit,
+    /// The authorizations' writer (`network/auth_writer.rs`).
+    pub auth_writer: crate::network::auth_writer::AuthWriter,
+    /// Group commit for decision webhook answers: each changes one authorization.
+    pub decisions: GroupCommit,
     /// Group commit for webhook attempt outcomes: each updates its own delivery.
     pub webhook_outcomes: GroupCommit,
-    /// Each project's compiled rules and decision endpoint, by controls revision.
-    pub controls: crate::network::controls::ControlsCache,
     /// The HTTP client of decision webhooks (no redirects; the SSRF guard in production);
     /// each call sets its own time.
     pub decision_http: reqwest::Client,

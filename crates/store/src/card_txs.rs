@@ -3,6 +3,7 @@
 //! read in, so two messages racing on one transaction never both apply.
 
 use crate::query::{find_page, Filter, Source};
+use crate::writer::{BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -146,6 +147,111 @@ pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError>
     .await
     .map_err(StoreError::from_write)?;
     Ok(())
+}
+
+/// The `INSERT` head of `insert_many`'s rows, in `row`'s order.
+const INSERT_HEAD: &str = "INSERT INTO card_transactions (id, project_id, card_id, tx_kind, status, \
+     tx_type, auth_amount, held, card_amount, cleared, refunded, original_transaction_id, merchant, \
+     merchant_currency, merchant_amount, failure_reason, hold_expires_at, created_at, updated_at, mcc, \
+     counted_amount, counts, decline, decision_reason, decision_state, decision_deadline, \
+     decision_on_timeout)";
+
+/// Adds new transactions to `inserts` (a batch writer's), as `insert` writes one.
+pub fn insert_many(inserts: &mut crate::query::Inserts, txs: &[CardTxRecord]) {
+    use crate::query::Cell;
+    let rows = txs
+        .iter()
+        .map(|t| {
+            vec![
+                Cell::text(&t.id),
+                Cell::text(&t.project_id),
+                Cell::text(&t.card_id),
+                Cell::text(&t.tx_kind),
+                Cell::text(&t.status),
+                Cell::text(&t.tx_type),
+                Cell::int(t.auth_amount),
+                Cell::int(t.held),
+                Cell::int(t.card_amount),
+                Cell::int(t.cleared),
+                Cell::int(t.refunded),
+                Cell::Text(t.original_transaction_id.clone()),
+                Cell::text(t.merchant.to_string()),
+                Cell::text(&t.merchant_currency),
+                Cell::int(t.merchant_amount),
+                Cell::Text(t.failure_reason.clone()),
+                Cell::Int(t.hold_expires_at),
+                Cell::int(t.created_at),
+                Cell::int(t.updated_at),
+                Cell::Text(t.mcc.clone()),
+                Cell::int(t.counted_amount),
+                Cell::int(i64::from(t.counts)),
+                Cell::Text(t.decline.as_ref().map(ToString::to_string)),
+                Cell::Text(t.decision_reason.clone()),
+                Cell::Text(t.decision_state.clone()),
+                Cell::Int(t.decision_deadline),
+                Cell::Text(t.decision_on_timeout.clone()),
+            ]
+        })
+        .collect();
+    inserts.add(INSERT_HEAD, rows);
+}
+
+/// A network message applied to a transaction, for `record_messages`.
+pub struct AppliedMessage<'a> {
+    pub project_id: &'a str,
+    pub message_id: &'a str,
+    pub transaction_id: &'a str,
+    pub kind: &'a str,
+    pub now: i64,
+}
+
+/// Adds applied messages to `inserts` (a batch writer's), as `record_message` records
+/// one. A message recorded meanwhile by a request outside the writer makes the insert,
+/// and the batch, fail with `Conflict`.
+pub fn record_messages(inserts: &mut crate::query::Inserts, messages: &[AppliedMessage<'_>]) {
+    use crate::query::Cell;
+    let rows = messages
+        .iter()
+        .map(|m| {
+            vec![
+                Cell::text(m.project_id),
+                Cell::text(m.message_id),
+                Cell::text(m.transaction_id),
+                Cell::text(m.kind),
+                Cell::int(m.now),
+            ]
+        })
+        .collect();
+    inserts.add(
+        "INSERT INTO card_network_messages (project_id, message_id, transaction_id, kind, created_at)",
+        rows,
+    );
+}
+
+/// Which of the project's network messages `ids` were applied already, and to which
+/// transaction.
+pub async fn messages_applied(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let rows = conn
+        .rows_by_keys(
+            "card_network_messages",
+            "message_id, transaction_id",
+            "message_id",
+            "project_id = $1",
+            &[project_id.into()],
+            ids,
+            false,
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.text("message_id")?, r.text("transaction_id")?)))
+        .collect()
 }
 
 pub async fn get(

@@ -2,8 +2,8 @@
 //! (CONTRACT §11): from `card_usage`'s day and hour buckets (migration 0015, kept by
 //! triggers) and, for a partial first hour, from the transactions themselves.
 
-use crate::{Conn, StoreError};
-use sqlx::Row;
+use crate::writer::{BatchConn, Param, RowRead};
+use crate::StoreError;
 
 /// One limit's window for [`usage`]: transactions created at or after `start` (None:
 /// ever), with one of `mccs` (empty: any).
@@ -31,7 +31,7 @@ const HOUR: i64 = 3_600_000_000;
 /// the aggregate over transactions was most of what limits add to an authorization;
 /// docs/benchmarks.md).
 pub async fn usage(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     card_id: &str,
     windows: &[UsageWindow<'_>],
@@ -42,10 +42,10 @@ pub async fn usage(
     let plan = UsagePlan::new(windows);
     // Every value is bound ($1 and $2 are the project and card); the SQL text only
     // depends on the windows' shape.
-    let mut binds: Vec<BindValue<'_>> = Vec::new();
-    fn bind<'b>(binds: &mut Vec<BindValue<'b>>, v: BindValue<'b>) -> String {
+    let mut binds: Vec<Param<'_>> = vec![project_id.into(), card_id.into()];
+    fn bind<'b>(binds: &mut Vec<Param<'b>>, v: Param<'b>) -> String {
         binds.push(v);
-        format!("${}", binds.len() + 2)
+        format!("${}", binds.len())
     }
     // Each MCC list's test, bound once and shared by every segment. Spelled as
     // comparisons: inside a CASE, SQLite's `mcc IN (…)` costs more per row (measured on
@@ -57,7 +57,7 @@ pub async fn usage(
             (!mccs.is_empty()).then(|| {
                 let each: Vec<String> = mccs
                     .iter()
-                    .map(|m| format!("mcc = {}", bind(&mut binds, BindValue::Text(m))))
+                    .map(|m| format!("mcc = {}", bind(&mut binds, m.as_str().into())))
                     .collect();
                 format!("({})", each.join(" OR "))
             })
@@ -102,39 +102,21 @@ pub async fn usage(
             };
             let mut range = String::new();
             if let Some(v) = seg.from {
-                range.push_str(&format!(
-                    " AND {column} >= {}",
-                    bind(&mut binds, BindValue::Int(v))
-                ));
+                range.push_str(&format!(" AND {column} >= {}", bind(&mut binds, v.into())));
             }
             if let Some(v) = seg.until {
-                range.push_str(&format!(
-                    " AND {column} < {}",
-                    bind(&mut binds, BindValue::Int(v))
-                ));
+                range.push_str(&format!(" AND {column} < {}", bind(&mut binds, v.into())));
             }
             format!("SELECT CAST({j} AS BIGINT) AS seg, {sums} FROM {from}{range}")
         })
         .collect();
     let sql = selects.join(" UNION ALL ");
-    let mut q = sqlx::query(&sql).bind(project_id).bind(card_id);
-    for b in binds {
-        q = match b {
-            BindValue::Int(v) => q.bind(v),
-            BindValue::Text(v) => q.bind(v),
-        };
-    }
-    let rows = q.fetch_all(&mut *conn).await?;
+    let rows = conn.rows(&sql, &binds).await?;
     let mut by_segment = vec![Vec::new(); plan.segments.len()];
     for row in &rows {
-        let seg: i64 = row.try_get("seg")?;
+        let seg = row.int("seg")?;
         let sums = (0..plan.sets.len())
-            .map(|k| {
-                Ok((
-                    row.try_get::<i64, _>(format!("a{k}").as_str())?,
-                    row.try_get::<i64, _>(format!("c{k}").as_str())?,
-                ))
-            })
+            .map(|k| Ok((row.int(&format!("a{k}"))?, row.int(&format!("c{k}"))?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let slot = usize::try_from(seg)
             .ok()
@@ -276,15 +258,12 @@ impl<'a> UsagePlan<'a> {
     }
 }
 
-enum BindValue<'a> {
-    Int(i64),
-    Text(&'a str),
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 pub(crate) mod tests {
     use super::*;
+    use crate::writer::AsBatch;
+    use sqlx::Row;
 
     const H: i64 = 3_600_000_000;
 
@@ -497,7 +476,31 @@ pub(crate) mod tests {
                     mccs: &lists[k],
                 })
                 .collect();
-            let got = usage(&mut conn, "up", "uc", &windows).await.unwrap();
+            let got = usage(&mut conn.as_batch(), "up", "uc", &windows)
+                .await
+                .unwrap();
+            if case % 10 == 0 {
+                // The same through a batch writer's connection (SQLite: its own thread).
+                let owned: Vec<(Option<i64>, Vec<String>)> =
+                    windows.iter().map(|w| (w.start, w.mccs.to_vec())).collect();
+                let (batch, durable) = store
+                    .write_batch(move |mut c| {
+                        Box::pin(async move {
+                            let windows: Vec<UsageWindow<'_>> = owned
+                                .iter()
+                                .map(|(start, mccs)| UsageWindow {
+                                    start: *start,
+                                    mccs,
+                                })
+                                .collect();
+                            usage(&mut c, "up", "uc", &windows).await
+                        })
+                    })
+                    .await
+                    .unwrap();
+                durable.wait().await.unwrap();
+                assert_eq!(batch, got, "case {case} through the batch writer");
+            }
             let want: Vec<(i64, i64)> = windows
                 .iter()
                 .map(|w| {

@@ -131,11 +131,11 @@ pub async fn get(
 /// The (registration, KYC) statuses of each of the project's cardholders `ids` that
 /// exists.
 pub async fn statuses(
-    conn: &mut Conn,
+    conn: &mut crate::writer::BatchConn<'_>,
     project_id: &str,
     ids: &[&str],
 ) -> Result<std::collections::HashMap<String, (String, String)>, StoreError> {
-    use sqlx::Row;
+    use crate::writer::RowRead;
     let rows = crate::query::project_rows_by_id(
         conn,
         "cardholders",
@@ -148,11 +148,8 @@ pub async fn statuses(
     let mut statuses = std::collections::HashMap::with_capacity(ids.len());
     for row in rows {
         statuses.insert(
-            row.try_get("id")?,
-            (
-                row.try_get("registration_status")?,
-                row.try_get("kyc_status")?,
-            ),
+            row.text("id")?,
+            (row.text("registration_status")?, row.text("kyc_status")?),
         );
     }
     Ok(statuses)

@@ -1,9 +1,9 @@
 //! Cards. Sensitive data (PAN, CVV) is stored only sealed under the master key.
 
 use crate::query::{find_page, Filter, Source};
+use crate::writer::{BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::{Amount, PageRequest};
-use sqlx::any::AnyRow;
 use sqlx::Row;
 
 #[derive(Clone, PartialEq, Eq)]
@@ -67,31 +67,47 @@ pub struct CardFilter {
     pub product_codes: Vec<String>,
 }
 
-pub(crate) fn from_row(r: &AnyRow) -> Result<CardRecord, sqlx::Error> {
+pub(crate) fn from_row(r: &impl RowRead) -> Result<CardRecord, StoreError> {
     Ok(CardRecord {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        user_id: r.try_get("user_id")?,
-        external_user_id: r.try_get("external_user_id")?,
-        cardholder_id: r.try_get("cardholder_id")?,
-        product_code: r.try_get("product_code")?,
-        subprovider_code: r.try_get("subprovider_code")?,
-        card_currency: r.try_get("card_currency")?,
-        status: r.try_get("status")?,
-        label: r.try_get("label")?,
-        provider_card_id: r.try_get("provider_card_id")?,
-        secrets_enc: r.try_get("secrets_enc")?,
-        expiry_month: r.try_get("expiry_month")?,
-        expiry_year: r.try_get("expiry_year")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-        issued_at: r.try_get("issued_at")?,
-        activated_at: r.try_get("activated_at")?,
-        frozen_at: r.try_get("frozen_at")?,
-        closed_at: r.try_get("closed_at")?,
-        limits: r.try_get("limits")?,
-        limits_timezone: r.try_get("limits_timezone")?,
+        id: r.text("id")?,
+        project_id: r.text("project_id")?,
+        user_id: r.text("user_id")?,
+        external_user_id: r.text("external_user_id")?,
+        cardholder_id: r.text("cardholder_id")?,
+        product_code: r.text("product_code")?,
+        subprovider_code: r.text("subprovider_code")?,
+        card_currency: r.text("card_currency")?,
+        status: r.text("status")?,
+        label: r.opt_text("label")?,
+        provider_card_id: r.opt_text("provider_card_id")?,
+        secrets_enc: r.opt_text("secrets_enc")?,
+        expiry_month: r.opt_int("expiry_month")?,
+        expiry_year: r.opt_int("expiry_year")?,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
+        issued_at: r.opt_int("issued_at")?,
+        activated_at: r.opt_int("activated_at")?,
+        frozen_at: r.opt_int("frozen_at")?,
+        closed_at: r.opt_int("closed_at")?,
+        limits: r.opt_text("limits")?,
+        limits_timezone: r.opt_text("limits_timezone")?,
     })
+}
+
+/// The project's cards `ids` that exist, by id, with the project's controls revision
+/// (`None` when the project has none of them).
+pub async fn many(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, CardRecord>, StoreError> {
+    let rows = crate::query::project_rows_by_id(conn, "cards", "*", project_id, ids, false).await?;
+    rows.iter()
+        .map(|r| {
+            let card = from_row(r)?;
+            Ok((card.id.clone(), card))
+        })
+        .collect()
 }
 
 pub async fn insert(conn: &mut Conn, c: &CardRecord) -> Result<(), StoreError> {
@@ -155,21 +171,22 @@ pub async fn get(
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?;
-    Ok(row.as_ref().map(from_row).transpose()?)
+    row.as_ref().map(from_row).transpose()
 }
 
 /// The status of each of the project's `ids` that exists.
 pub async fn statuses(
-    conn: &mut Conn,
+    conn: &mut crate::writer::BatchConn<'_>,
     project_id: &str,
     ids: &[&str],
 ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    use crate::writer::RowRead;
     let rows =
         crate::query::project_rows_by_id(conn, "cards", "id, status", project_id, ids, false)
             .await?;
     let mut statuses = std::collections::HashMap::with_capacity(ids.len());
     for row in rows {
-        statuses.insert(row.try_get("id")?, row.try_get("status")?);
+        statuses.insert(row.text("id")?, row.text("status")?);
     }
     Ok(statuses)
 }
@@ -225,12 +242,17 @@ pub async fn get_locking_funds(
 }
 
 /// The project's controls revision alone (for a card without accounts).
-pub async fn controls_revision(conn: &mut Conn, project_id: &str) -> Result<i64, StoreError> {
-    let row = sqlx::query("SELECT controls_revision FROM projects WHERE id = $1")
-        .bind(project_id)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(row.try_get("controls_revision")?)
+pub async fn controls_revision(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+) -> Result<i64, StoreError> {
+    conn.row(
+        "SELECT controls_revision FROM projects WHERE id = $1",
+        &[project_id.into()],
+    )
+    .await?
+    .ok_or(StoreError::NotFound("project"))?
+    .int("controls_revision")
 }
 
 /// Replaces a card's limits and their time zone.
@@ -305,7 +327,7 @@ pub async fn by_provider_card(
     .bind(provider_card_id)
     .fetch_optional(&mut *conn)
     .await?;
-    Ok(row.as_ref().map(from_row).transpose()?)
+    row.as_ref().map(from_row).transpose()
 }
 
 /// Moves a card from `from` to `to` only if it is still in `from`; false when another

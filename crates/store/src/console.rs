@@ -102,10 +102,7 @@ pub async fn cards_page(
     keyset(&mut f, "created_at", "id", before);
     let sql = page_sql(&mut f, "*", "cards", "created_at", "id", limit);
     let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
-    Ok(rows
-        .iter()
-        .map(crate::cards::from_row)
-        .collect::<Result<_, _>>()?)
+    rows.iter().map(crate::cards::from_row).collect()
 }
 
 async fn one<T>(
@@ -121,7 +118,7 @@ async fn one<T>(
 /// A card by its id, whatever its project (the caller checks the scope).
 pub async fn card(conn: &mut Conn, id: &str) -> Result<Option<CardRecord>, StoreError> {
     one(conn, "SELECT * FROM cards WHERE id = $1", id, |r| {
-        Ok(crate::cards::from_row(r)?)
+        crate::cards::from_row(r)
     })
     .await
 }

@@ -4,6 +4,7 @@
 //! cache of compiled rules notices it with the next authorization's card read.
 
 use crate::query::{find_page, Filter, Source};
+use crate::writer::{BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -26,27 +27,27 @@ pub struct RuleRecord {
 }
 
 fn json_column<T: serde::de::DeserializeOwned>(
-    r: &AnyRow,
+    r: &impl RowRead,
     column: &str,
 ) -> Result<Option<T>, StoreError> {
-    r.try_get::<Option<String>, _>(column)?
+    r.opt_text(column)?
         .map(|text| serde_json::from_str(&text))
         .transpose()
         .map_err(|e| StoreError::Corrupt(format!("auth rule {column}: {e}")))
 }
 
-fn rule_from_row(r: &AnyRow) -> Result<RuleRecord, StoreError> {
+fn rule_from_row(r: &impl RowRead) -> Result<RuleRecord, StoreError> {
     Ok(RuleRecord {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        name: r.try_get("name")?,
+        id: r.text("id")?,
+        project_id: r.text("project_id")?,
+        name: r.text("name")?,
         conditions: json_column(r, "conditions")?.unwrap_or_default(),
-        mode: r.try_get("mode")?,
-        priority: r.try_get("priority")?,
+        mode: r.text("mode")?,
+        priority: r.int("priority")?,
         card_ids: json_column(r, "card_ids")?,
-        version: r.try_get("version")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
+        version: r.int("version")?,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
     })
 }
 
@@ -209,16 +210,16 @@ pub async fn find_rules(
 /// Every rule of the project that is evaluated (not inactive, not deleted), with the
 /// revision they were read at.
 pub async fn enabled_rules(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
 ) -> Result<Vec<RuleRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM auth_rules WHERE project_id = $1 AND deleted_at IS NULL \
-         AND mode <> 'inactive' ORDER BY priority, created_at, id",
-    )
-    .bind(project_id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows = conn
+        .rows(
+            "SELECT * FROM auth_rules WHERE project_id = $1 AND deleted_at IS NULL \
+             AND mode <> 'inactive' ORDER BY priority, created_at, id",
+            &[project_id.into()],
+        )
+        .await?;
     rows.iter().map(rule_from_row).collect()
 }
 
@@ -235,6 +236,32 @@ pub struct RuleResult {
     /// `declined` or `none`.
     pub decided: String,
     pub evaluated_at: i64,
+}
+
+/// Adds rule results to `inserts` (a batch writer's), as `insert_results` records them.
+pub fn add_results(inserts: &mut crate::query::Inserts, results: &[RuleResult]) {
+    use crate::query::Cell;
+    let rows = results
+        .iter()
+        .map(|r| {
+            vec![
+                Cell::text(&r.id),
+                Cell::text(&r.project_id),
+                Cell::text(&r.rule_id),
+                Cell::int(r.version),
+                Cell::text(&r.transaction_id),
+                Cell::text(&r.card_id),
+                Cell::text(&r.mode),
+                Cell::text(&r.decided),
+                Cell::int(r.evaluated_at),
+            ]
+        })
+        .collect();
+    inserts.add(
+        "INSERT INTO auth_rule_results (id, project_id, rule_id, version, transaction_id, card_id, \
+         mode, decided, evaluated_at)",
+        rows,
+    );
 }
 
 /// Records the matches of one authorization in one statement (at most one per rule of
@@ -374,22 +401,24 @@ pub struct DecisionEndpoint {
 }
 
 pub async fn get_endpoint(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
 ) -> Result<Option<DecisionEndpoint>, StoreError> {
-    let row = sqlx::query("SELECT * FROM decision_endpoints WHERE project_id = $1")
-        .bind(project_id)
-        .fetch_optional(&mut *conn)
+    let row = conn
+        .row(
+            "SELECT * FROM decision_endpoints WHERE project_id = $1",
+            &[project_id.into()],
+        )
         .await?;
     row.map(|r| {
         Ok(DecisionEndpoint {
-            project_id: r.try_get("project_id")?,
-            url: r.try_get("url")?,
-            timeout_ms: r.try_get("timeout_ms")?,
-            on_timeout: r.try_get("on_timeout")?,
-            mode: r.try_get("mode")?,
-            created_at: r.try_get("created_at")?,
-            updated_at: r.try_get("updated_at")?,
+            project_id: r.text("project_id")?,
+            url: r.text("url")?,
+            timeout_ms: r.int("timeout_ms")?,
+            on_timeout: r.text("on_timeout")?,
+            mode: r.text("mode")?,
+            created_at: r.int("created_at")?,
+            updated_at: r.int("updated_at")?,
         })
     })
     .transpose()

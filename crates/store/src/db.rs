@@ -53,6 +53,16 @@ pub struct Durable {
 }
 
 impl Durable {
+    pub(crate) fn new(
+        sync: Option<std::sync::Arc<crate::wal_sync::WalSync>>,
+        writing: Option<crate::wal_sync::Writing>,
+    ) -> Durable {
+        Durable {
+            sync,
+            _writing: writing,
+        }
+    }
+
     pub async fn wait(self) -> Result<(), sqlx::Error> {
         if let Some(sync) = &self.sync {
             sync.wait().await.map_err(sqlx::Error::Io)?;
@@ -109,6 +119,10 @@ pub struct Store {
     /// SQLite's own busy handler would make them poll with sleeps of up to 100 ms; a
     /// FIFO queue hands the write lock over at once and in order.
     write_turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite only: the batch writers' own connection and thread, started by the first
+    /// batch (`writer/sqlite.rs`).
+    sqlite_writer:
+        std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::writer::SqliteWriter>>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -165,6 +179,15 @@ impl Store {
                 AnyPoolOptions::new()
                     .max_connections(POSTGRES_POOL_SIZE)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // A batch writer's statement of many CTEs is costed high enough
+                            // to be compiled, which took 150 ms where running it takes 18
+                            // (measured: docs/benchmarks.md); no query here gains from it.
+                            conn.execute("SET jit = off").await?;
+                            Ok(())
+                        })
+                    })
                     .connect(&url)
                     .await?
             }
@@ -189,11 +212,35 @@ impl Store {
             url: url.into(),
             wal,
             write_turn,
+            sqlite_writer: Default::default(),
         })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The SQLite batch writer, started on first use.
+    pub(crate) fn sqlite_writer(
+        &self,
+    ) -> Result<std::sync::Arc<crate::writer::SqliteWriter>, StoreError> {
+        let mut writer = self
+            .sqlite_writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(w) = writer.as_ref() {
+            return Ok(w.clone());
+        }
+        let (Some(path), Some(turn), Some(wal)) = (
+            self.sqlite_path(),
+            self.write_turn.clone(),
+            self.wal.clone(),
+        ) else {
+            return Err(StoreError::Config("the SQLite writer needs SQLite".into()));
+        };
+        let started = std::sync::Arc::new(crate::writer::SqliteWriter::start(path, turn, wal)?);
+        *writer = Some(started.clone());
+        Ok(started)
     }
 
     /// The connection URL (holds credentials: never log it unredacted).

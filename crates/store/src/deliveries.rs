@@ -4,6 +4,7 @@
 //! so an attempt is never recorded twice, and a crashed worker's claim simply expires.
 
 use crate::query::{find_page, Filter, Source};
+use crate::writer::AsBatch;
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_wire::PageRequest;
@@ -62,7 +63,7 @@ pub async fn fan_out(
     event_type: &str,
     now: i64,
 ) -> Result<usize, StoreError> {
-    let subs = crate::subscriptions::active(conn, project_id).await?;
+    let subs = crate::subscriptions::active(&mut conn.as_batch(), project_id).await?;
     let mut n = 0;
     for sub in subs
         .iter()

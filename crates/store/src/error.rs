@@ -4,6 +4,9 @@ use issuing_wire::{ApiError, ErrorSlug};
 pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The SQLite batch writer's own connection (`writer/sqlite.rs`).
+    #[error("database error: {0}")]
+    Sqlite(rusqlite::Error),
     #[error("unique constraint violated")]
     Conflict,
     #[error("account {account_id} has insufficient funds")]

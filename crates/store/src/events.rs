@@ -3,6 +3,7 @@
 //! event and its deliveries exist exactly when the change committed. The delivery
 //! worker sends them later.
 
+use crate::writer::{AsBatch, BatchConn};
 use crate::{Conn, StoreError};
 use issuing_domain::ids::new_id;
 use sqlx::Row;
@@ -36,20 +37,20 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
     .await?;
     let fanned = crate::deliveries::fan_out(conn, e.project_id, &id, e.event_type, e.now).await?;
     if fanned > 0 {
-        crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
+        crate::wakeup::announce(&mut conn.as_batch(), crate::wakeup::Queue::Deliveries).await?;
     }
     Ok(id)
 }
 
 /// Adds many events and their deliveries to `inserts` (a batch writer's), reading the
 /// subscriptions and sending the PostgreSQL wake-up in the caller's transaction;
-/// answers their ids in order. As `insert`, the caller wakes this process's delivery
-/// worker after the commit.
+/// answers how many deliveries were queued. As `insert`, the caller wakes this
+/// process's delivery worker after the commit when there are any.
 pub async fn insert_many(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     events: &[NewEvent<'_>],
     inserts: &mut crate::query::Inserts,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<usize, StoreError> {
     use crate::query::Cell;
     let ids: Vec<String> = events.iter().map(|_| new_id()).collect();
     let rows: Vec<Vec<Cell>> = events
@@ -95,11 +96,12 @@ pub async fn insert_many(
             ));
         }
     }
-    if !deliveries.is_empty() {
+    let queued = deliveries.len();
+    if queued > 0 {
         inserts.add(crate::deliveries::INSERT_PENDING, deliveries);
         crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
     }
-    Ok(ids)
+    Ok(queued)
 }
 
 #[derive(Debug, Clone, PartialEq)]

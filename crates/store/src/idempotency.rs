@@ -176,7 +176,7 @@ impl Stored {
 
 /// The stored keys among `keys` of one project and endpoint.
 pub async fn lookup_many(
-    conn: &mut Conn,
+    conn: &mut crate::writer::BatchConn<'_>,
     project_id: &str,
     endpoint: &str,
     keys: &[&str],
@@ -184,33 +184,29 @@ pub async fn lookup_many(
     if keys.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
-    let backend = crate::Backend::of(conn);
-    let sql = crate::query::rows_of_list(
-        backend,
-        "idempotency_keys",
-        "idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at",
-        "idem_key",
-        "project_id = $1 AND endpoint = $2",
-        3,
-        false,
-    );
-    let rows = sqlx::query(&sql)
-        .bind(project_id)
-        .bind(endpoint)
-        .bind(crate::query::json_texts(keys.iter().copied()))
-        .fetch_all(&mut *conn)
+    use crate::writer::RowRead;
+    let rows = conn
+        .rows_by_keys(
+            "idempotency_keys",
+            "idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at",
+            "idem_key",
+            "project_id = $1 AND endpoint = $2",
+            &[project_id.into(), endpoint.into()],
+            keys,
+            false,
+        )
         .await?;
     let mut stored = std::collections::HashMap::with_capacity(keys.len());
     for row in rows {
         stored.insert(
-            row.try_get("idem_key")?,
+            row.text("idem_key")?,
             Stored {
-                request_hash: row.try_get("request_hash")?,
-                state: row.try_get("state")?,
-                response_status: row.try_get("response_status")?,
-                response_body: row.try_get("response_body")?,
-                claimed_until: row.try_get("claimed_until")?,
-                expires_at: row.try_get("expires_at")?,
+                request_hash: row.text("request_hash")?,
+                state: row.text("state")?,
+                response_status: row.opt_int("response_status")?,
+                response_body: row.opt_text("response_body")?,
+                claimed_until: row.int("claimed_until")?,
+                expires_at: row.int("expires_at")?,
             },
         );
     }
@@ -234,7 +230,7 @@ pub struct Finished<'a> {
 /// insert then fails with `Conflict`, and so does the batch. The keys are added to
 /// `inserts`.
 pub async fn store_many(
-    conn: &mut Conn,
+    conn: &mut crate::writer::BatchConn<'_>,
     finished: &[Finished<'_>],
     replacing: bool,
     inserts: &mut crate::query::Inserts,
@@ -272,30 +268,34 @@ pub async fn store_many(
 }
 
 /// Deletes the expired keys and dead claims among `finished`'s keys.
-async fn delete_free(conn: &mut Conn, finished: &[Finished<'_>]) -> Result<(), StoreError> {
-    let mut filter = crate::query::Filter::default();
-    let now = filter.push(crate::query::Arg::Int(
-        finished.iter().map(|f| f.now).min().unwrap_or(0),
-    ));
+async fn delete_free(
+    conn: &mut crate::writer::BatchConn<'_>,
+    finished: &[Finished<'_>],
+) -> Result<(), StoreError> {
+    use crate::writer::Param;
+    let now = finished.iter().map(|f| f.now).min().unwrap_or(0);
+    let mut params: Vec<Param<'_>> = vec![now.into()];
     let mut ors = Vec::with_capacity(finished.len());
     for f in finished {
-        let project = filter.push(crate::query::Arg::Text(f.key.project_id.to_owned()));
-        let endpoint = filter.push(crate::query::Arg::Text(f.key.endpoint.to_owned()));
-        let key = filter.push(crate::query::Arg::Text(f.key.key.to_owned()));
+        let at = params.len();
+        params.extend([
+            Param::from(f.key.project_id),
+            f.key.endpoint.into(),
+            f.key.key.into(),
+        ]);
         ors.push(format!(
-            "(project_id = {project} AND endpoint = {endpoint} AND idem_key = {key})"
+            "(project_id = ${} AND endpoint = ${} AND idem_key = ${})",
+            at + 1,
+            at + 2,
+            at + 3
         ));
     }
     let sql = format!(
         "DELETE FROM idempotency_keys WHERE ({}) \
-         AND (expires_at < {now} OR (state = 'executing' AND claimed_until < {now}))",
+         AND (expires_at < $1 OR (state = 'executing' AND claimed_until < $1))",
         ors.join(" OR ")
     );
-    filter
-        .bind(&sql)
-        .persistent(false)
-        .execute(&mut *conn)
-        .await?;
+    conn.execute(&sql, &params).await?;
     Ok(())
 }
 

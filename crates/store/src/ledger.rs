@@ -5,6 +5,7 @@
 
 use crate::account_cache;
 use crate::query::{find_page, Filter, Source};
+use crate::writer::{AsBatch, BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, Leg, Transfer, TransferKind};
@@ -98,40 +99,38 @@ pub async fn open_account(
 
 /// The id of one of the project's own (non-card) accounts.
 pub async fn project_account(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     kind: AccountKind,
 ) -> Result<String, StoreError> {
     if let Some(id) = account_cache::id(project_id, None, kind) {
         return Ok(id);
     }
-    let row = sqlx::query(
-        "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
-    )
-    .bind(project_id)
-    .bind(kind.as_str())
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or(StoreError::NotFound("account"))?;
-    let id: String = row.try_get("id")?;
+    let row = conn
+        .row(
+            "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
+            &[project_id.into(), kind.as_str().into()],
+        )
+        .await?
+        .ok_or(StoreError::NotFound("account"))?;
+    let id = row.text("id")?;
     account_cache::remember(project_id, None, kind, &id);
     Ok(id)
 }
 
 pub async fn project_balance(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     kind: AccountKind,
 ) -> Result<Amount, StoreError> {
-    let row = sqlx::query(
-        "SELECT balance FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
-    )
-    .bind(project_id)
-    .bind(kind.as_str())
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or(StoreError::NotFound("account"))?;
-    Ok(Amount::from_micros(row.try_get("balance")?))
+    let row = conn
+        .row(
+            "SELECT balance FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL",
+            &[project_id.into(), kind.as_str().into()],
+        )
+        .await?
+        .ok_or(StoreError::NotFound("account"))?;
+    Ok(Amount::from_micros(row.int("balance")?))
 }
 
 /// The master balance as the project sees it (`project/balance`, orders, the console):
@@ -156,7 +155,7 @@ pub async fn master_balance(conn: &mut Conn, project_id: &str) -> Result<Amount,
 /// under that lock. Every change of the debt account starts here or holds the lock
 /// already, so a debt read here stays true until the caller's transaction ends.
 pub async fn lock_master_read_debt(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
 ) -> Result<Amount, StoreError> {
     lock_project_account(conn, project_id, AccountKind::Master).await?;
@@ -176,8 +175,9 @@ pub async fn credit_master(
     from: String,
     amount: Amount,
 ) -> Result<Posted, StoreError> {
-    let debt = lock_master_read_debt(conn, meta.project_id).await?;
-    let master = project_account(conn, meta.project_id, AccountKind::Master).await?;
+    let debt = lock_master_read_debt(&mut conn.as_batch(), meta.project_id).await?;
+    let master =
+        project_account(&mut conn.as_batch(), meta.project_id, AccountKind::Master).await?;
     let repaid = amount.micros().min(-debt.micros()).max(0);
     let mut legs = vec![
         Leg {
@@ -191,7 +191,8 @@ pub async fn credit_master(
     ];
     if repaid > 0 {
         legs.push(Leg {
-            account: project_account(conn, meta.project_id, AccountKind::Debt).await?,
+            account: project_account(&mut conn.as_batch(), meta.project_id, AccountKind::Debt)
+                .await?,
             amount: Amount::from_micros(repaid),
         });
     }
@@ -221,6 +222,62 @@ pub async fn card_account_id(
     Ok(card_account_of_kind(conn, project_id, card_id, kind)
         .await?
         .0)
+}
+
+/// The (funds, hold) account ids of each of the project's `cards` that has both, from
+/// the account cache, or read once (two queries) for the cards it does not know.
+pub async fn card_accounts(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    cards: &[&str],
+) -> Result<std::collections::HashMap<String, (String, String)>, StoreError> {
+    let mut found = std::collections::HashMap::with_capacity(cards.len());
+    let mut unknown = Vec::new();
+    for card in cards {
+        match (
+            account_cache::id(project_id, Some(card), AccountKind::Card),
+            account_cache::id(project_id, Some(card), AccountKind::CardHold),
+        ) {
+            (Some(funds), Some(hold)) => {
+                found.insert((*card).to_owned(), (funds, hold));
+            }
+            _ => unknown.push(*card),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(found);
+    }
+    let mut ids: std::collections::HashMap<&str, [Option<String>; 2]> =
+        unknown.iter().map(|c| (*c, [None, None])).collect();
+    for (slot, kind) in [AccountKind::Card, AccountKind::CardHold]
+        .into_iter()
+        .enumerate()
+    {
+        let rows = conn
+            .rows_by_keys(
+                "accounts",
+                "id, card_id",
+                "card_id",
+                "project_id = $1 AND kind = $2",
+                &[project_id.into(), kind.as_str().into()],
+                &unknown,
+                false,
+            )
+            .await?;
+        for r in rows {
+            let (id, card) = (r.text("id")?, r.text("card_id")?);
+            account_cache::remember(project_id, Some(&card), kind, &id);
+            if let Some(pair) = ids.get_mut(card.as_str()) {
+                pair[slot] = Some(id);
+            }
+        }
+    }
+    for (card, [funds, hold]) in ids {
+        if let (Some(funds), Some(hold)) = (funds, hold) {
+            found.insert(card.to_owned(), (funds, hold));
+        }
+    }
+    Ok(found)
 }
 
 /// Locks a card's accounts (funds, then hold: the ledger's lock order) until the
@@ -253,22 +310,19 @@ pub async fn lock_card_accounts(
 /// PostgreSQL), for flows that must take it before a card's accounts to keep the lock
 /// order (`in_flight` before a card).
 pub async fn lock_project_account(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     kind: AccountKind,
 ) -> Result<(), StoreError> {
-    let lock = if conn.backend_name() == "PostgreSQL" {
-        " FOR UPDATE"
-    } else {
-        ""
+    let sql = match conn.backend() {
+        Backend::Postgres => {
+            "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL FOR UPDATE"
+        }
+        Backend::Sqlite => {
+            "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL"
+        }
     };
-    let sql = format!(
-        "SELECT id FROM accounts WHERE project_id = $1 AND kind = $2 AND card_id IS NULL{lock}"
-    );
-    sqlx::query(&sql)
-        .bind(project_id)
-        .bind(kind.as_str())
-        .fetch_all(&mut *conn)
+    conn.rows(sql, &[project_id.into(), kind.as_str().into()])
         .await?;
     Ok(())
 }
@@ -375,7 +429,7 @@ pub async fn post(
     // in opposite orders. With the master first, every transaction that touches it
     // takes it before anything else, and the others only ever lock in-flight, then a card.
     let accounts: Vec<&String> = transfer.legs().iter().map(|leg| &leg.account).collect();
-    let ranks = lock_ranks(conn, meta.project_id, &accounts).await?;
+    let ranks = lock_ranks(&mut conn.as_batch(), meta.project_id, &accounts).await?;
     let rank = |account: &String| ranks.get(account).copied().unwrap_or(u8::MAX);
     let mut legs: Vec<_> = transfer.legs().iter().collect();
     legs.sort_by(|a, b| (rank(&a.account), &a.account).cmp(&(rank(&b.account), &b.account)));
@@ -635,7 +689,7 @@ pub(crate) fn lock_rank(kind: AccountKind) -> u8 {
 
 /// The lock rank of each of the project's `accounts` (accounts not found are left out).
 pub(crate) async fn lock_ranks(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     accounts: &[&String],
 ) -> Result<std::collections::HashMap<String, u8>, StoreError> {
@@ -646,25 +700,18 @@ pub(crate) async fn lock_ranks(
             Some(kind) => {
                 ranks.insert((*account).clone(), lock_rank(kind));
             }
-            None => unknown.push(*account),
+            None => unknown.push(account.as_str()),
         }
     }
     if unknown.is_empty() {
         return Ok(ranks);
     }
-    let placeholders: Vec<String> = (0..unknown.len()).map(|i| format!("${}", i + 2)).collect();
-    let sql = format!(
-        "SELECT id, kind FROM accounts WHERE project_id = $1 AND id IN ({})",
-        placeholders.join(", ")
-    );
-    let mut query = sqlx::query(&sql).bind(project_id);
-    for account in unknown {
-        query = query.bind(account);
-    }
-    for r in query.fetch_all(&mut *conn).await? {
-        let id: String = r.try_get("id")?;
-        let kind: String = r.try_get("kind")?;
-        let Some(kind) = AccountKind::parse(&kind) else {
+    let rows =
+        crate::query::project_rows_by_id(conn, "accounts", "id, kind", project_id, &unknown, false)
+            .await?;
+    for r in rows {
+        let id = r.text("id")?;
+        let Some(kind) = AccountKind::parse(&r.text("kind")?) else {
             ranks.insert(id, u8::MAX);
             continue;
         };
@@ -710,8 +757,8 @@ pub async fn master_history(
     // sees it (master + debt). At most one of the two is non-zero between transfers,
     // and a transfer writes the debt entry of a repayment before the master entry of
     // the rest, so each entry's own balance after it is the project's balance then.
-    let master = project_account(conn, project_id, AccountKind::Master).await?;
-    let debt = project_account(conn, project_id, AccountKind::Debt).await?;
+    let master = project_account(&mut conn.as_batch(), project_id, AccountKind::Master).await?;
+    let debt = project_account(&mut conn.as_batch(), project_id, AccountKind::Debt).await?;
     let mut f = Filter::for_project("t.project_id", project_id);
     f.texts("e.account_id", &[master, debt]);
     f.texts("t.kind", &filter.kinds);
@@ -761,7 +808,8 @@ pub async fn deposit(
     amount: Amount,
     reference: Option<&str>,
 ) -> Result<Posted, StoreError> {
-    let source = project_account(conn, project_id, AccountKind::DepositSource).await?;
+    let source =
+        project_account(&mut conn.as_batch(), project_id, AccountKind::DepositSource).await?;
     let meta = TransferMeta {
         project_id,
         reference,
@@ -1032,7 +1080,11 @@ pub(crate) mod tests {
         open_project_accounts(conn, project, 0).await.unwrap();
         let mut ids = Vec::new();
         for kind in kinds {
-            ids.push(project_account(conn, project, *kind).await.unwrap());
+            ids.push(
+                project_account(&mut conn.as_batch(), project, *kind)
+                    .await
+                    .unwrap(),
+            );
         }
         ids
     }
@@ -1171,7 +1223,7 @@ pub(crate) mod tests {
         let mut conn = store.conn().await.unwrap();
         assert_eq!(entries(&mut conn).await, before);
         assert_eq!(
-            project_balance(&mut conn, project, AccountKind::Master)
+            project_balance(&mut conn.as_batch(), project, AccountKind::Master)
                 .await
                 .unwrap(),
             Amount::from_micros(10 * unit)
@@ -1225,13 +1277,13 @@ pub(crate) mod tests {
         .await
         .unwrap();
         assert_eq!(
-            project_balance(&mut conn, project, AccountKind::Debt)
+            project_balance(&mut conn.as_batch(), project, AccountKind::Debt)
                 .await
                 .unwrap(),
             Amount::ZERO
         );
         assert_eq!(
-            project_balance(&mut conn, project, AccountKind::Master)
+            project_balance(&mut conn.as_batch(), project, AccountKind::Master)
                 .await
                 .unwrap(),
             Amount::from_micros(5 * unit)

@@ -16,11 +16,11 @@
 
 use crate::ledger::{lock_ranks, Posted, MAX_BALANCE};
 use crate::query::{project_rows_by_id, Cell, Inserts};
-use crate::{Backend, Conn, StoreError};
+use crate::writer::{BatchConn, Param, RowRead};
+use crate::{Backend, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
 use issuing_wire::Amount;
-use sqlx::Row;
 use std::collections::HashMap;
 
 /// A transfer of one operation, tagged for the project's history.
@@ -28,6 +28,8 @@ use std::collections::HashMap;
 pub struct Planned {
     pub order_id: Option<String>,
     pub card_id: Option<String>,
+    /// Unique per project and transfer kind (a card transaction's moves carry one).
+    pub reference: Option<String>,
     pub transfer: Transfer<String>,
 }
 
@@ -45,110 +47,148 @@ struct Account {
 /// and entries added to `inserts` for the caller to write in the same transaction. An
 /// `Err` of the whole call means the batch must be rolled back.
 pub async fn post_batch(
-    conn: &mut Conn,
-    backend: Backend,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     operations: &[Vec<Planned>],
     watched: &str,
     now: i64,
     inserts: &mut Inserts,
 ) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
-    let mut accounts = read_accounts(conn, backend, project_id, operations, watched).await?;
-    let mut answers = Vec::with_capacity(operations.len());
-    let (mut transfers, mut entries) = (Vec::new(), Vec::new());
-    for operation in operations {
-        let answer = apply(&mut accounts, operation);
-        if let Ok(posted) = &answer {
-            for (planned, posted) in operation.iter().zip(posted) {
-                transfers.push(vec![
-                    Cell::text(&posted.transfer_id),
-                    Cell::text(project_id),
-                    Cell::text(planned.transfer.kind().as_str()),
-                    Cell::Text(planned.order_id.clone()),
-                    Cell::Text(planned.card_id.clone()),
-                    Cell::Text(None),
-                    Cell::int(now),
-                ]);
-                // `apply` answers one balance per leg, in the legs' order.
-                for (leg, (account, balance)) in
-                    planned.transfer.legs().iter().zip(&posted.balances_after)
-                {
-                    entries.push(vec![
-                        Cell::text(&posted.transfer_id),
-                        Cell::text(account),
-                        Cell::int(leg.amount.micros()),
-                        Cell::int(balance.micros()),
-                        Cell::int(now),
-                    ]);
-                }
-            }
-        }
-        let balance = accounts.get(watched).map_or(0, |a| a.now);
-        answers.push((answer, balance));
+    let mut touched = vec![watched];
+    for planned in operations.iter().flatten() {
+        touched.extend(
+            planned
+                .transfer
+                .legs()
+                .iter()
+                .map(|leg| leg.account.as_str()),
+        );
     }
-    inserts.add(
-        "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at)",
-        transfers,
-    );
-    inserts.add(
-        "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at)",
-        entries,
-    );
-    write_balances(conn, backend, project_id, &accounts).await?;
+    let mut batch = Batch::read(conn, project_id, touched, now).await?;
+    let mut answers = Vec::with_capacity(operations.len());
+    for operation in operations {
+        let answer = batch.post(operation);
+        answers.push((answer, batch.balance(watched).unwrap_or(0)));
+    }
+    batch.finish(conn, inserts).await?;
     Ok(answers)
 }
 
-/// Reads (PostgreSQL: locks) every account the operations touch, in the ledger's lock
-/// order, so a batch never deadlocks with the single transfers of other transactions.
-async fn read_accounts(
-    conn: &mut Conn,
-    backend: Backend,
-    project_id: &str,
-    operations: &[Vec<Planned>],
-    watched: &str,
-) -> Result<HashMap<String, Account>, StoreError> {
-    let watched = watched.to_owned();
-    let mut ids: Vec<&String> = operations
-        .iter()
-        .flatten()
-        .flat_map(|p| p.transfer.legs().iter().map(|leg| &leg.account))
-        .chain(std::iter::once(&watched))
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let ranks = lock_ranks(conn, project_id, &ids).await?;
-    let rank = |id: &String| ranks.get(id).copied().unwrap_or(u8::MAX);
-    ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
-    // One query; PostgreSQL locks each row as the list reaches it, so in the list's
-    // order: the ledger's lock order.
-    let listed: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
-    let lock = backend == Backend::Postgres;
-    let rows = project_rows_by_id(
-        conn,
-        "accounts",
-        "id, balance, allow_negative",
-        project_id,
-        &listed,
-        lock,
-    )
-    .await?;
-    let mut accounts = HashMap::with_capacity(ids.len());
-    for row in rows {
-        let balance: i64 = row.try_get("balance")?;
-        let allow_negative: i64 = row.try_get("allow_negative")?;
-        accounts.insert(
-            row.try_get("id")?,
-            Account {
-                read: balance,
-                now: balance,
-                allow_negative: allow_negative == 1,
-            },
+/// One project's accounts in a batch: read once (PostgreSQL: locked), then every
+/// operation posted against the running balances, then written once (`finish`).
+pub struct Batch {
+    project_id: String,
+    accounts: HashMap<String, Account>,
+    transfers: Vec<Vec<Cell>>,
+    entries: Vec<Vec<Cell>>,
+    now: i64,
+}
+
+impl Batch {
+    /// Reads (PostgreSQL: locks) the project's accounts `ids`, in the ledger's lock
+    /// order, so a batch never deadlocks with the single transfers of other
+    /// transactions. Every one must exist.
+    pub async fn read(
+        conn: &mut BatchConn<'_>,
+        project_id: &str,
+        mut ids: Vec<&str>,
+        now: i64,
+    ) -> Result<Batch, StoreError> {
+        ids.sort_unstable();
+        ids.dedup();
+        let owned: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+        let refs: Vec<&String> = owned.iter().collect();
+        let ranks = lock_ranks(conn, project_id, &refs).await?;
+        let rank = |id: &str| ranks.get(id).copied().unwrap_or(u8::MAX);
+        ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
+        // One query; PostgreSQL locks each row as the list reaches it, so in the list's
+        // order: the ledger's lock order.
+        let lock = conn.backend() == Backend::Postgres;
+        let rows = project_rows_by_id(
+            conn,
+            "accounts",
+            "id, balance, allow_negative",
+            project_id,
+            &ids,
+            lock,
+        )
+        .await?;
+        let mut accounts = HashMap::with_capacity(ids.len());
+        for row in rows {
+            let balance = row.int("balance")?;
+            accounts.insert(
+                row.text("id")?,
+                Account {
+                    read: balance,
+                    now: balance,
+                    allow_negative: row.int("allow_negative")? == 1,
+                },
+            );
+        }
+        if accounts.len() != ids.len() {
+            return Err(StoreError::NotFound("account"));
+        }
+        Ok(Batch {
+            project_id: project_id.to_owned(),
+            accounts,
+            transfers: Vec::new(),
+            entries: Vec::new(),
+            now,
+        })
+    }
+
+    /// An account's balance as the operations posted so far left it.
+    pub fn balance(&self, account: &str) -> Option<i64> {
+        self.accounts.get(account).map(|a| a.now)
+    }
+
+    /// Posts one operation's transfers against the running balances: every leg of
+    /// every transfer, or (refused: `InsufficientFunds`, `BalanceLimit`) none.
+    pub fn post(&mut self, operation: &[Planned]) -> Result<Vec<Posted>, StoreError> {
+        let posted = apply(&mut self.accounts, operation)?;
+        for (planned, posted) in operation.iter().zip(&posted) {
+            self.transfers.push(vec![
+                Cell::text(&posted.transfer_id),
+                Cell::text(&self.project_id),
+                Cell::text(planned.transfer.kind().as_str()),
+                Cell::Text(planned.order_id.clone()),
+                Cell::Text(planned.card_id.clone()),
+                Cell::Text(planned.reference.clone()),
+                Cell::int(self.now),
+            ]);
+            // `apply` answers one balance per leg, in the legs' order.
+            for (leg, (account, balance)) in
+                planned.transfer.legs().iter().zip(&posted.balances_after)
+            {
+                self.entries.push(vec![
+                    Cell::text(&posted.transfer_id),
+                    Cell::text(account),
+                    Cell::int(leg.amount.micros()),
+                    Cell::int(balance.micros()),
+                    Cell::int(self.now),
+                ]);
+            }
+        }
+        Ok(posted)
+    }
+
+    /// Writes every changed account's balance and adds the posted transfers and their
+    /// entries to `inserts`, for the caller to write in the same transaction.
+    pub async fn finish(
+        self,
+        conn: &mut BatchConn<'_>,
+        inserts: &mut Inserts,
+    ) -> Result<(), StoreError> {
+        inserts.add(
+            "INSERT INTO transfers (id, project_id, kind, order_id, card_id, reference, created_at)",
+            self.transfers,
         );
+        inserts.add(
+            "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at)",
+            self.entries,
+        );
+        write_balances(conn, &self.project_id, &self.accounts).await
     }
-    if accounts.len() != ids.len() {
-        return Err(StoreError::NotFound("account"));
-    }
-    Ok(accounts)
 }
 
 /// Writes every changed account's final balance in one statement, each only if it
@@ -156,8 +196,7 @@ async fn read_accounts(
 /// planner can choose to walk the project's accounts (PostgreSQL's generic plan of an
 /// `UPDATE … FROM` a JSON list did, seq-scanning them all).
 async fn write_balances(
-    conn: &mut Conn,
-    backend: Backend,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     accounts: &HashMap<String, Account>,
 ) -> Result<(), StoreError> {
@@ -166,9 +205,24 @@ async fn write_balances(
     if changed.is_empty() {
         return Ok(());
     }
+    if let BatchConn::Sqlite(_) = conn {
+        // A cached statement per account costs microseconds on the writer's thread.
+        for (id, account) in &changed {
+            let written = conn
+                .execute(
+                    "UPDATE accounts SET balance = $1 WHERE id = $2 AND project_id = $3 AND balance = $4",
+                    &[account.now.into(), id.as_str().into(), project_id.into(), account.read.into()],
+                )
+                .await?;
+            if written != 1 {
+                return Err(changed_meanwhile());
+            }
+        }
+        return Ok(());
+    }
     // $1 the project, then per account: its id, its new balance, the balance read.
     let place = |i: usize| (3 * i + 2, 3 * i + 3, 3 * i + 4);
-    let sql = match backend {
+    let sql = match conn.backend() {
         Backend::Postgres => {
             let updates: Vec<String> = (0..changed.len())
                 .map(|i| {
@@ -206,27 +260,30 @@ async fn write_balances(
             )
         }
     };
-    let mut query = sqlx::query(&sql).bind(project_id);
+    let mut params: Vec<Param<'_>> = vec![project_id.into()];
     for (id, account) in &changed {
-        query = query.bind(*id).bind(account.now).bind(account.read);
+        params.extend([
+            Param::from(id.as_str()),
+            account.now.into(),
+            account.read.into(),
+        ]);
     }
-    let rows = query
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::from_write)?;
-    let written = match backend {
+    let rows = conn.rows(&sql, &params).await?;
+    let written = match conn.backend() {
         Backend::Postgres => match rows.first() {
-            Some(row) => row.try_get::<i64, _>("written")?,
+            Some(row) => row.int("written")?,
             None => 0,
         },
         Backend::Sqlite => i64::try_from(rows.len()).unwrap_or(i64::MAX),
     };
     if written != i64::try_from(changed.len()).unwrap_or(i64::MAX) {
-        return Err(StoreError::Corrupt(
-            "an account changed while a batch owned it".into(),
-        ));
+        return Err(changed_meanwhile());
     }
     Ok(())
+}
+
+fn changed_meanwhile() -> StoreError {
+    StoreError::Corrupt("an account changed while a batch owned it".into())
 }
 
 /// One operation against the running balances: every leg of every transfer, or none.
@@ -309,7 +366,6 @@ pub(crate) mod tests {
     /// finds nothing. Called by `ledger::tests` on each backend, which owns the databases.
     pub(crate) async fn batches_match_a_model(store: &crate::Store, postgres: bool) {
         let project = if postgres { "b-pg" } else { "b-sqlite" };
-        let backend = store.backend();
         let mut conn = store.conn().await.unwrap();
         let ids = project_with_accounts(
             &mut conn,
@@ -355,6 +411,7 @@ pub(crate) mod tests {
                     operation.push(Planned {
                         order_id: Some(format!("o{batch}")),
                         card_id: None,
+                        reference: None,
                         transfer: Transfer::simple(
                             TransferKind::CardTopup,
                             accounts[from].clone(),
@@ -366,21 +423,22 @@ pub(crate) mod tests {
                 }
                 operations.push(operation);
             }
-            let mut tx = store.begin().await.unwrap();
-            let mut inserts = Inserts::default();
-            let answers = post_batch(
-                &mut tx,
-                backend,
-                project,
-                &operations,
-                &accounts[0],
-                batch,
-                &mut inserts,
-            )
-            .await
-            .unwrap();
-            inserts.write(&mut tx).await.unwrap();
-            tx.commit().await.unwrap();
+            // Through the batch writers' own path: on SQLite the writer's thread.
+            let (planned, watched) = (operations.clone(), accounts[0].clone());
+            let (answers, durable) = store
+                .write_batch(move |mut conn| {
+                    Box::pin(async move {
+                        let mut inserts = Inserts::default();
+                        let answers =
+                            post_batch(&mut conn, project, &planned, &watched, batch, &mut inserts)
+                                .await?;
+                        inserts.write(&mut conn).await?;
+                        Ok(answers)
+                    })
+                })
+                .await
+                .unwrap();
+            durable.wait().await.unwrap();
             for (operation, (answer, master)) in operations.iter().zip(&answers) {
                 let mut trial = model.clone();
                 let mut short = None;

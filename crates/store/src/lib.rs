@@ -42,6 +42,7 @@ pub mod subscriptions;
 pub mod users;
 pub mod wakeup;
 mod wal_sync;
+pub mod writer;
 
 pub use db::{Backend, Conn, Durable, Store, Tx};
 pub use error::StoreError;

@@ -2,8 +2,8 @@
 //! also the job queue the order worker drains (`next_attempt_at`, leases).
 
 use crate::query::Filter;
+use crate::writer::{AsBatch, BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
-use sqlx::any::AnyRow;
 use sqlx::Row;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,31 +31,30 @@ pub struct OrderRecord {
     pub failed_at: Option<i64>,
 }
 
-pub(crate) fn from_row(r: &AnyRow) -> Result<OrderRecord, StoreError> {
-    let data: String = r.try_get("data")?;
-    let is_issued: Option<i64> = r.try_get("is_issued")?;
+pub(crate) fn from_row(r: &impl RowRead) -> Result<OrderRecord, StoreError> {
+    let data = r.text("data")?;
     Ok(OrderRecord {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        order_type: r.try_get("order_type")?,
-        status: r.try_get("status")?,
-        card_id: r.try_get("card_id")?,
-        balance_before: r.try_get("balance_before")?,
-        balance_after: r.try_get("balance_after")?,
-        last_error: r.try_get("last_error")?,
-        last_error_slug: r.try_get("last_error_slug")?,
+        id: r.text("id")?,
+        project_id: r.text("project_id")?,
+        order_type: r.text("order_type")?,
+        status: r.text("status")?,
+        card_id: r.opt_text("card_id")?,
+        balance_before: r.opt_int("balance_before")?,
+        balance_after: r.opt_int("balance_after")?,
+        last_error: r.opt_text("last_error")?,
+        last_error_slug: r.opt_text("last_error_slug")?,
         data: serde_json::from_str(&data)
             .map_err(|e| StoreError::Corrupt(format!("order data: {e}")))?,
-        issue_status: r.try_get("issue_status")?,
-        topup_status: r.try_get("topup_status")?,
-        is_issued: is_issued.map(|v| v != 0),
-        provider_card_status: r.try_get("provider_card_status")?,
-        attempts: r.try_get("attempts")?,
-        next_attempt_at: r.try_get("next_attempt_at")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-        completed_at: r.try_get("completed_at")?,
-        failed_at: r.try_get("failed_at")?,
+        issue_status: r.opt_text("issue_status")?,
+        topup_status: r.opt_text("topup_status")?,
+        is_issued: r.opt_int("is_issued")?.map(|v| v != 0),
+        provider_card_status: r.opt_text("provider_card_status")?,
+        attempts: r.int("attempts")?,
+        next_attempt_at: r.opt_int("next_attempt_at")?,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
+        completed_at: r.opt_int("completed_at")?,
+        failed_at: r.opt_int("failed_at")?,
     })
 }
 
@@ -149,38 +148,51 @@ pub async fn save_step(
     worker_id: &str,
     lease: Lease,
 ) -> Result<(), StoreError> {
+    save_step_on(&mut conn.as_batch(), o, worker_id, lease).await
+}
+
+/// `save_step` on a batch writer's connection.
+pub async fn save_step_on(
+    conn: &mut BatchConn<'_>,
+    o: &OrderRecord,
+    worker_id: &str,
+    lease: Lease,
+) -> Result<(), StoreError> {
     let (locked_until, locked_by) = match lease {
         Lease::Renew { until } => (Some(until), Some(worker_id)),
         Lease::Release => (None, None),
     };
-    let done = sqlx::query(
-        "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, last_error_slug = $4, \
-         data = $5, issue_status = $6, topup_status = $7, is_issued = $8, provider_card_status = $9, \
-         attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
-         locked_until = $15, locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19",
-    )
-    .bind(&o.status)
-    .bind(o.balance_after)
-    .bind(&o.last_error)
-    .bind(&o.last_error_slug)
-    .bind(o.data.to_string())
-    .bind(&o.issue_status)
-    .bind(&o.topup_status)
-    .bind(o.is_issued.map(i64::from))
-    .bind(&o.provider_card_status)
-    .bind(o.attempts)
-    .bind(o.next_attempt_at)
-    .bind(o.updated_at)
-    .bind(o.completed_at)
-    .bind(o.failed_at)
-    .bind(locked_until)
-    .bind(locked_by)
-    .bind(&o.id)
-    .bind(&o.project_id)
-    .bind(worker_id)
-    .execute(&mut *conn)
-    .await?;
-    if done.rows_affected() == 1 {
+    let data = o.data.to_string();
+    let done = conn
+        .execute(
+            "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, last_error_slug = $4, \
+             data = $5, issue_status = $6, topup_status = $7, is_issued = $8, provider_card_status = $9, \
+             attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
+             locked_until = $15, locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19",
+            &[
+                o.status.as_str().into(),
+                o.balance_after.into(),
+                (&o.last_error).into(),
+                (&o.last_error_slug).into(),
+                data.as_str().into(),
+                (&o.issue_status).into(),
+                (&o.topup_status).into(),
+                o.is_issued.map(i64::from).into(),
+                (&o.provider_card_status).into(),
+                o.attempts.into(),
+                o.next_attempt_at.into(),
+                o.updated_at.into(),
+                o.completed_at.into(),
+                o.failed_at.into(),
+                locked_until.into(),
+                locked_by.into(),
+                o.id.as_str().into(),
+                o.project_id.as_str().into(),
+                worker_id.into(),
+            ],
+        )
+        .await?;
+    if done == 1 {
         Ok(())
     } else {
         Err(StoreError::LeaseLost(o.id.clone()))
@@ -228,6 +240,42 @@ pub async fn claim_next(
         .fetch_optional(&mut *conn)
         .await?;
     row.as_ref().map(from_row).transpose()
+}
+
+/// Takes the lease on up to `limit` runnable orders at once, oldest due first (as
+/// `claim_next`, in one statement).
+pub async fn claim_many(
+    conn: &mut BatchConn<'_>,
+    worker_id: &str,
+    now: i64,
+    lease_until: i64,
+    limit: i64,
+) -> Result<Vec<OrderRecord>, StoreError> {
+    let lock = match conn.backend() {
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let sql = format!(
+        "UPDATE orders SET locked_until = $1, locked_by = $2, attempts = attempts + 1 WHERE id IN \
+         (SELECT id FROM orders WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $3 \
+          AND (locked_until IS NULL OR locked_until < $3) ORDER BY next_attempt_at, id LIMIT $4{lock}) \
+         RETURNING *"
+    );
+    let rows = conn
+        .rows(
+            &sql,
+            &[
+                lease_until.into(),
+                worker_id.into(),
+                now.into(),
+                limit.into(),
+            ],
+        )
+        .await?;
+    let mut claimed = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+    // RETURNING gives no order: the oldest due first.
+    claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+    Ok(claimed)
 }
 
 /// Hands a claimed order back (a stopping server cut its step short): due again at

@@ -1,12 +1,13 @@
 //! A tiny builder for the find endpoints' dynamic filters. Column names only ever come
 //! from the code's own whitelists; every value is a bound parameter.
 
+use crate::writer::{BatchConn, Param, Row};
 use crate::Backend;
 use issuing_wire::PageRequest;
 use sqlx::any::AnyArguments;
 use sqlx::any::AnyRow;
 use sqlx::query::Query;
-use sqlx::{Any, Row};
+use sqlx::{Any, Row as _};
 
 #[derive(Debug, Clone)]
 pub enum Arg {
@@ -262,23 +263,23 @@ pub fn rows_of_list(
 /// The rows (`columns`) of the project's `table` whose ids are `ids`, in their order,
 /// locked if `lock` (PostgreSQL): `rows_of_list` for the common case.
 pub async fn project_rows_by_id(
-    conn: &mut crate::Conn,
+    conn: &mut BatchConn<'_>,
     table: &str,
     columns: &str,
     project_id: &str,
     ids: &[&str],
     lock: bool,
-) -> Result<Vec<AnyRow>, crate::StoreError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let backend = crate::Backend::of(conn);
-    let sql = rows_of_list(backend, table, columns, "id", "project_id = $1", 2, lock);
-    Ok(sqlx::query(&sql)
-        .bind(project_id)
-        .bind(json_texts(ids.iter().copied()))
-        .fetch_all(&mut *conn)
-        .await?)
+) -> Result<Vec<Row>, crate::StoreError> {
+    conn.rows_by_keys(
+        table,
+        columns,
+        "id",
+        "project_id = $1",
+        &[project_id.into()],
+        ids,
+        lock,
+    )
+    .await
 }
 
 /// The JSON value `rows_of_list` takes.
@@ -316,11 +317,27 @@ impl Inserts {
         self.tables.push((head, rows));
     }
 
-    pub async fn write(self, conn: &mut crate::Conn) -> Result<(), crate::StoreError> {
+    /// Writes every table's rows, in the order they were added. On the SQLite writer's
+    /// own connection a cached statement per table runs once per row (a statement costs
+    /// microseconds there); through sqlx each table is one statement with its rows as one
+    /// JSON parameter, and all of them one query.
+    pub async fn write(self, conn: &mut BatchConn<'_>) -> Result<(), crate::StoreError> {
         if self.tables.is_empty() {
             return Ok(());
         }
-        let postgres = conn.backend_name() == "PostgreSQL";
+        if let BatchConn::Sqlite(_) = conn {
+            for (head, rows) in &self.tables {
+                let width = rows.first().map_or(0, Vec::len);
+                let places: Vec<String> = (1..=width).map(|i| format!("${i}")).collect();
+                let sql = format!("{head} VALUES ({})", places.join(", "));
+                for row in rows {
+                    let params: Vec<Param<'_>> = row.iter().map(Param::from).collect();
+                    conn.execute(&sql, &params).await?;
+                }
+            }
+            return Ok(());
+        }
+        let postgres = conn.backend() == crate::Backend::Postgres;
         let mut statements = Vec::with_capacity(self.tables.len());
         for (i, (head, rows)) in self.tables.iter().enumerate() {
             let param = i + 1;
@@ -358,18 +375,19 @@ impl Inserts {
         } else {
             statements.join(";\n")
         };
-        let mut query = sqlx::query(&sql);
-        for (_, rows) in &self.tables {
-            let json: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|row| row.iter().map(Cell::json).collect())
-                .collect();
-            query = query.bind(serde_json::Value::from(json).to_string());
-        }
-        query
-            .execute(&mut *conn)
-            .await
-            .map_err(crate::StoreError::from_write)?;
+        let json: Vec<String> = self
+            .tables
+            .iter()
+            .map(|(_, rows)| {
+                let rows: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|row| row.iter().map(Cell::json).collect())
+                    .collect();
+                serde_json::Value::from(rows).to_string()
+            })
+            .collect();
+        let params: Vec<Param<'_>> = json.iter().map(Param::from).collect();
+        conn.execute(&sql, &params).await?;
         Ok(())
     }
 }

@@ -1,9 +1,9 @@
 //! Webhook subscriptions of a project. Every query is scoped by project.
 
 use crate::query::{find_page, Filter, Source};
+use crate::writer::{BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
-use sqlx::any::AnyRow;
 use sqlx::Row;
 
 pub const SORT_KEYS: &[&str] = &["created_at"];
@@ -23,21 +23,20 @@ pub struct SubscriptionRecord {
     pub deactivated_reason: Option<String>,
 }
 
-pub(crate) fn from_row(r: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
-    let types: String = r.try_get("event_types")?;
-    let active: i64 = r.try_get("active")?;
+pub(crate) fn from_row(r: &impl RowRead) -> Result<SubscriptionRecord, StoreError> {
+    let types = r.text("event_types")?;
     Ok(SubscriptionRecord {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        url: r.try_get("url")?,
-        title: r.try_get("title")?,
+        id: r.text("id")?,
+        project_id: r.text("project_id")?,
+        url: r.text("url")?,
+        title: r.text("title")?,
         event_types: serde_json::from_str(&types)
             .map_err(|e| StoreError::Corrupt(format!("subscription event_types: {e}")))?,
-        active: active != 0,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-        deactivated_at: r.try_get("deactivated_at")?,
-        deactivated_reason: r.try_get("deactivated_reason")?,
+        active: r.int("active")? != 0,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
+        deactivated_at: r.opt_int("deactivated_at")?,
+        deactivated_reason: r.opt_text("deactivated_reason")?,
     })
 }
 
@@ -106,15 +105,15 @@ pub async fn get(
 /// The project's active subscriptions (at most `MAX_ACTIVE_SUBSCRIPTIONS`, enforced on
 /// insert), for fan-out.
 pub async fn active(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
 ) -> Result<Vec<SubscriptionRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM webhook_subscriptions WHERE project_id = $1 AND active = 1 ORDER BY id",
-    )
-    .bind(project_id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let rows = conn
+        .rows(
+            "SELECT * FROM webhook_subscriptions WHERE project_id = $1 AND active = 1 ORDER BY id",
+            &[project_id.into()],
+        )
+        .await?;
     rows.iter().map(from_row).collect()
 }
 

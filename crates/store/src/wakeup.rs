@@ -3,7 +3,8 @@
 //! every process LISTENs and wakes its workers. On SQLite the writing process wakes
 //! its own workers directly, and the others poll.
 
-use crate::{Conn, Store, StoreError};
+use crate::writer::BatchConn;
+use crate::{Store, StoreError};
 use sqlx::postgres::PgListener;
 
 /// The queues a wake-up can be for.
@@ -23,11 +24,9 @@ impl Queue {
 }
 
 /// Sends the wake-up at commit of the caller's transaction (PostgreSQL only).
-pub async fn announce(conn: &mut Conn, queue: Queue) -> Result<(), StoreError> {
-    if conn.backend_name() == "PostgreSQL" {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(queue.channel())
-            .execute(&mut *conn)
+pub async fn announce(conn: &mut BatchConn<'_>, queue: Queue) -> Result<(), StoreError> {
+    if conn.backend() == crate::Backend::Postgres {
+        conn.rows("SELECT pg_notify($1, '')", &[queue.channel().into()])
             .await?;
     }
     Ok(())

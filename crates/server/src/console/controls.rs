@@ -11,6 +11,7 @@ use issuing_domain::controls::rules::Mode;
 use issuing_store::card_txs::CardTxRecord;
 use issuing_store::cards::CardRecord;
 use issuing_store::controls::{self, RuleMatch, RuleRecord};
+use issuing_store::writer::AsBatch;
 use issuing_store::Conn;
 use issuing_wire::Amount;
 use serde_json::Value;
@@ -171,7 +172,7 @@ pub(crate) async fn card_rules(
     conn: &mut Conn,
     card: &CardRecord,
 ) -> Result<Vec<RuleRow>, ConsoleError> {
-    let rules = controls::enabled_rules(conn, &card.project_id).await?;
+    let rules = controls::enabled_rules(&mut conn.as_batch(), &card.project_id).await?;
     Ok(rules
         .into_iter()
         .filter_map(|r| {

@@ -22,6 +22,7 @@ use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_store::events::{self, NewEvent};
 use issuing_store::orders::{self, OrderRecord};
+use issuing_store::writer::AsBatch;
 use issuing_store::{card_txs, cards, ledger, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
@@ -112,7 +113,7 @@ pub(crate) async fn close(
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     // The lock order: in-flight before the card's accounts, as topups settle.
-    ledger::lock_project_account(&mut tx, project_id, AccountKind::InFlight).await?;
+    ledger::lock_project_account(&mut tx.as_batch(), project_id, AccountKind::InFlight).await?;
     let card = execute::lock_card(&mut tx, project_id, &card.id)
         .await?
         .card;
@@ -220,7 +221,8 @@ pub(crate) async fn close(
     if let Some(w) = withdraw {
         body["withdraw_order"] =
             serde_json::to_value(OrderView::from(w)).map_err(|_| ApiError::internal())?;
-        issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
+        issuing_store::wakeup::announce(&mut tx.as_batch(), issuing_store::wakeup::Queue::Orders)
+            .await?;
     }
     token.complete(&mut tx, &body).await?;
     tx.commit().await.map_err(StoreError::from)?;

@@ -292,6 +292,7 @@ impl IssueMove {
             .filter(|(_, _, amount)| amount.micros() > 0)
             .map(|(kind, to, amount)| {
                 Ok(Planned {
+                    reference: None,
                     order_id: Some(order_id.to_owned()),
                     card_id: Some(self.card.id.clone()),
                     transfer: Transfer::simple(kind, accounts.master.clone(), to.clone(), amount)

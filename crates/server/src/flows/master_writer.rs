@@ -29,6 +29,7 @@
 //! Bounded: `QUEUE` moves wait per writer (callers wait for room beyond), a batch holds
 //! at most `MAX_BATCH`.
 
+use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use crate::pipeline::idempotency::{conflict, IdempotencyToken};
 use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
@@ -37,18 +38,14 @@ use issuing_store::idempotency::{self, Claim, Finished, Stored};
 use issuing_store::ledger_batch;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::query::Inserts;
-use issuing_store::{cardholders, cards, ledger, Backend, Conn, Store, StoreError};
+use issuing_store::writer::{AsBatch, BatchConn};
+use issuing_store::{cardholders, cards, ledger, Store, StoreError};
 use issuing_wire::ApiError;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::Notify;
 
-/// The most moves in one transaction: bounds how long a batch holds the write lock
-/// (SQLite) or its projects' rows (PostgreSQL), and so the p99 of its callers.
-const MAX_BATCH: usize = 64;
-const QUEUE: usize = 1024;
 /// PostgreSQL writers; projects are spread over them by hash.
 const POSTGRES_STRIPES: usize = 4;
 
@@ -109,6 +106,23 @@ impl Kind {
     }
 }
 
+/// What the writer applies: a request's move, or the provider's confirmation of a
+/// top-up (from the order worker), whose amount then leaves the same project's
+/// in-flight account that the top-ups fill.
+pub(crate) enum Item {
+    Move(Move),
+    Confirmed(Box<super::topup::Confirmed>),
+}
+
+impl Item {
+    fn project_id(&self) -> &str {
+        match self {
+            Item::Move(m) => &m.project_id,
+            Item::Confirmed(c) => &c.order.project_id,
+        }
+    }
+}
+
 /// What a move's caller gets.
 #[derive(Debug, Clone)]
 pub(crate) enum Answer {
@@ -118,20 +132,18 @@ pub(crate) enum Answer {
     Stored { status: i64, body: String },
 }
 
-type Reply = oneshot::Sender<Result<Answer, ApiError>>;
+/// What the writer did with an item.
+#[derive(Debug, Clone)]
+pub(crate) enum Written {
+    /// A move's answer.
+    Move(Answer),
+    /// A confirmed top-up completed its order.
+    Confirmed,
+}
 
 /// The handle to the writers. Cloning shares them.
-#[derive(Clone)]
-pub(crate) struct MasterWriter {
-    stripes: Arc<Vec<mpsc::Sender<(Move, Reply)>>>,
-    stats: Arc<Stats>,
-}
-
-impl std::fmt::Debug for MasterWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MasterWriter").finish_non_exhaustive()
-    }
-}
+#[derive(Clone, Debug)]
+pub(crate) struct MasterWriter(BatchWriter<Item, Written>);
 
 impl MasterWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
@@ -140,47 +152,58 @@ impl MasterWriter {
         orders_wakeup: Arc<Notify>,
         deliveries_wakeup: Arc<Notify>,
     ) -> MasterWriter {
-        let stats = Arc::<Stats>::default();
-        let stripes = match store.backend() {
-            Backend::Sqlite => 1,
-            Backend::Postgres => POSTGRES_STRIPES,
-        };
-        let stripes = (0..stripes)
-            .map(|_| {
-                let (jobs, queue) = mpsc::channel(QUEUE);
-                tokio::spawn(write(
-                    store.clone(),
-                    queue,
-                    stats.clone(),
-                    [orders_wakeup.clone(), deliveries_wakeup.clone()],
-                ));
-                jobs
+        let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
+        let apply: ApplyFn<Item, Written> = Arc::new(move |items, only| {
+            let store = store.clone();
+            Box::pin(async move {
+                let ((answers, queued), durable) = store
+                    .write_batch(move |mut conn| {
+                        Box::pin(async move {
+                            let picked: Vec<&Item> = match only {
+                                Some(i) => items.get(i).into_iter().collect(),
+                                None => items.iter().collect(),
+                            };
+                            apply_in(&mut conn, &picked).await
+                        })
+                    })
+                    .await?;
+                Ok((answers, queued, durable))
             })
-            .collect();
-        MasterWriter {
-            stripes: Arc::new(stripes),
-            stats,
-        }
+        });
+        let wakeups = Wakeups {
+            orders: orders_wakeup,
+            deliveries: deliveries_wakeup,
+        };
+        MasterWriter(BatchWriter::start("master_moves", shape, apply, wakeups))
     }
 
     pub(crate) fn stats(&self) -> &Stats {
-        &self.stats
+        self.0.stats()
     }
 
-    /// Applies `m` in its writer's next batch; answers once that batch is durable.
+    /// Applies `m` in its project's writer's next batch; answers once that batch is
+    /// durable.
     pub(crate) async fn submit(&self, m: Move) -> Result<Answer, ApiError> {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        m.project_id.hash(&mut hasher);
-        let stripe = usize::try_from(hasher.finish() % self.stripes.len() as u64).unwrap_or(0);
-        let writer = self.stripes.get(stripe).ok_or_else(ApiError::internal)?;
-        let (reply, answer) = oneshot::channel();
-        if writer.send((m, reply)).await.is_err() {
-            return Err(StoreError::Batch("the master balance's writer has stopped".into()).into());
+        let project = m.project_id.clone();
+        match self.0.submit(&project, Item::Move(m)).await? {
+            Written::Move(answer) => Ok(answer),
+            Written::Confirmed => Err(ApiError::internal()),
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Batch("the move was abandoned".into()).into()))
+    }
+
+    /// Completes a top-up the provider confirmed in its project's writer's next batch:
+    /// its order saved (if its worker still holds the lease) and its amount moved from
+    /// in-flight to the card, together; answers once durable.
+    pub(crate) async fn confirm(&self, c: super::topup::Confirmed) -> Result<(), ApiError> {
+        let project = c.order.project_id.clone();
+        match self
+            .0
+            .submit(&project, Item::Confirmed(Box::new(c)))
+            .await?
+        {
+            Written::Confirmed => Ok(()),
+            Written::Move(_) => Err(ApiError::internal()),
+        }
     }
 }
 
@@ -215,127 +238,69 @@ pub(crate) async fn is_answered(store: &Store, token: &IdempotencyToken) -> Resu
 async fn stored_claim(store: &Store, token: &IdempotencyToken) -> Result<Option<Claim>, ApiError> {
     let mut conn = store.conn().await?;
     let (project_id, endpoint) = token.scope();
-    let stored = idempotency::lookup_many(&mut conn, project_id, endpoint, &[token.key()]).await?;
+    let stored =
+        idempotency::lookup_many(&mut conn.as_batch(), project_id, endpoint, &[token.key()])
+            .await?;
     Ok(stored
         .get(token.key())
         .and_then(|s| s.claim(token.hash(), issuing_domain::time::now_micros())))
 }
 
-async fn write(
-    store: Store,
-    mut queue: mpsc::Receiver<(Move, Reply)>,
-    stats: Arc<Stats>,
-    wakeups: [Arc<Notify>; 2],
-) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (moves, replies): (Vec<Move>, Vec<Reply>) =
-            std::mem::take(&mut batch).into_iter().unzip();
-        let answers = match apply(&store, &moves, &stats).await {
-            Ok((answers, durable)) => Pending::Committed(answers, durable),
-            Err(why) if moves.len() > 1 => {
-                tracing::warn!(error = %why, moves = moves.len(), "a batch of the master balance's writer failed; applying its moves one by one");
-                let mut answers = Vec::with_capacity(moves.len());
-                for m in &moves {
-                    let alone = match apply(&store, std::slice::from_ref(m), &stats).await {
-                        Ok((mut answer, durable)) => match durable.wait().await {
-                            Ok(()) => answer.pop().unwrap_or_else(|| Err(ApiError::internal())),
-                            Err(e) => Err(StoreError::from(e).into()),
-                        },
-                        Err(e) => Err(e.into()),
-                    };
-                    answers.push(alone);
-                }
-                Pending::Ready(answers)
-            }
-            Err(why) => Pending::Ready(vec![Err(ApiError::from(why))]),
-        };
-        let wakeups = wakeups.clone();
-        // Answered in a task of its own, so the next batch starts while this one's log
-        // reaches the disk.
-        tokio::spawn(async move {
-            let answers = answers.wait().await;
-            if answers.iter().any(|a| matches!(a, Ok(Answer::Created(_)))) {
-                // This process's order and delivery workers; others get the NOTIFY.
-                wakeups.iter().for_each(|w| w.notify_one());
-            }
-            for (reply, answer) in replies.into_iter().zip(answers) {
-                // The caller may have gone; the move stands either way.
-                let _ = reply.send(answer);
-            }
-        });
-    }
-}
+type Answers = Vec<Result<Written, ApiError>>;
 
-/// A batch's answers, and what they wait for.
-enum Pending {
-    Ready(Vec<Result<Answer, ApiError>>),
-    Committed(Vec<Result<Answer, ApiError>>, issuing_store::Durable),
-}
-
-impl Pending {
-    /// The answers once the commit is durable; if it could not be made so, every
-    /// move of the batch fails (none may be announced).
-    async fn wait(self) -> Vec<Result<Answer, ApiError>> {
-        match self {
-            Pending::Ready(answers) => answers,
-            Pending::Committed(answers, durable) => match durable.wait().await {
-                Ok(()) => answers,
-                Err(e) => {
-                    let why = StoreError::from(e);
-                    tracing::error!(error = %why, "a commit of the master balance's writer failed");
-                    answers
-                        .iter()
-                        .map(|_| Err(StoreError::Batch(why.to_string()).into()))
-                        .collect()
-                }
-            },
-        }
-    }
-}
-
-/// One transaction for `moves`, each project's in id order. Answers each move, and
-/// the commit to wait for before telling anyone. An `Err` means nothing was written.
-async fn apply(
-    store: &Store,
-    moves: &[Move],
-    stats: &Stats,
-) -> Result<(Vec<Result<Answer, ApiError>>, issuing_store::Durable), StoreError> {
-    stats.batches.fetch_add(1, Ordering::Relaxed);
-    stats
-        .operations
-        .fetch_add(moves.len() as u64, Ordering::Relaxed);
-    let mut by_project: Vec<usize> = (0..moves.len()).collect();
-    by_project.sort_by(|a, b| moves[*a].project_id.cmp(&moves[*b].project_id));
-    let mut answers: Vec<Option<Result<Answer, ApiError>>> = moves.iter().map(|_| None).collect();
-    let mut tx = store.begin().await?;
-    for group in by_project.chunk_by(|a, b| moves[*a].project_id == moves[*b].project_id) {
-        let members: Vec<&Move> = group.iter().map(|i| &moves[*i]).collect();
-        let decided = apply_project(&mut tx, store.backend(), &members).await?;
+/// Every item's answer, applied on `conn` project by project (projects in id order),
+/// and what the batch queued.
+async fn apply_in(
+    conn: &mut BatchConn<'_>,
+    items: &[&Item],
+) -> Result<(Answers, Queued), StoreError> {
+    let mut by_project: Vec<usize> = (0..items.len()).collect();
+    by_project.sort_by(|a, b| items[*a].project_id().cmp(items[*b].project_id()));
+    let mut answers: Vec<Option<Result<Written, ApiError>>> = items.iter().map(|_| None).collect();
+    let mut queued = Queued::default();
+    for group in by_project.chunk_by(|a, b| items[*a].project_id() == items[*b].project_id()) {
+        let members: Vec<&Item> = group.iter().map(|i| items[*i]).collect();
+        let (decided, deliveries) = apply_project(conn, &members).await?;
+        queued.deliveries |= deliveries > 0;
         for (i, answer) in group.iter().zip(decided) {
+            queued.orders |= matches!(answer, Ok(Written::Move(Answer::Created(_))));
             answers[*i] = Some(answer);
         }
     }
-    let durable = tx.commit_deferred().await?;
     let answers = answers
         .into_iter()
         .map(|a| a.ok_or_else(|| StoreError::Corrupt("a move without an answer".into())))
         .collect::<Result<_, _>>()?;
-    Ok((answers, durable))
+    Ok((answers, queued))
 }
 
-/// One project's moves, in arrival order, inside the batch's transaction.
+/// Where a batch's transfers come from: a move or a confirmation, by its place.
+enum Source {
+    Move(usize),
+    Confirmed(usize),
+}
+
+/// One project's items, in arrival order, inside the batch's transaction, and how many
+/// webhook deliveries their events queued.
 async fn apply_project(
-    conn: &mut Conn,
-    backend: Backend,
-    moves: &[&Move],
-) -> Result<Vec<Result<Answer, ApiError>>, StoreError> {
-    let Some(project_id) = moves.first().map(|m| m.project_id.as_str()) else {
-        return Ok(Vec::new());
+    conn: &mut BatchConn<'_>,
+    items: &[&Item],
+) -> Result<(Answers, usize), StoreError> {
+    let Some(project_id) = items.first().map(|m| m.project_id()) else {
+        return Ok((Vec::new(), 0));
     };
-    let stored = stored_keys(conn, project_id, moves).await?;
+    // Every move is a request; `Item` places are kept for the answers.
+    let moves: Vec<Option<&Move>> = items
+        .iter()
+        .map(|item| match item {
+            Item::Move(m) => Some(m),
+            Item::Confirmed(_) => None,
+        })
+        .collect();
+    let requests: Vec<&Move> = moves.iter().flatten().copied().collect();
+    let stored = stored_keys(conn, project_id, &requests).await?;
     let (mut topup_cards, mut holders) = (Vec::new(), Vec::new());
-    for m in moves {
+    for m in &requests {
         match &m.kind {
             Kind::Topup(t) => topup_cards.push(t.card_id.as_str()),
             Kind::Issue(i) => holders.push(i.card.cardholder_id.as_str()),
@@ -345,7 +310,7 @@ async fn apply_project(
     let holder_statuses = cardholders::statuses(conn, project_id, &holders).await?;
     // Only an issue that charges nothing checks the debt itself: any debit is refused
     // while the project owes, as its master account is then at zero.
-    let in_debt = if moves.iter().any(|m| m.kind.charged() == 0) {
+    let in_debt = if requests.iter().any(|m| m.kind.charged() == 0) {
         ledger::lock_master_read_debt(conn, project_id)
             .await?
             .micros()
@@ -359,12 +324,14 @@ async fn apply_project(
         fee_income: ledger::project_account(conn, project_id, AccountKind::FeeIncome).await?,
     };
 
-    let mut answers: Vec<Option<Result<Answer, ApiError>>> = moves.iter().map(|_| None).collect();
+    let mut answers: Vec<Option<Result<Answer, ApiError>>> = items.iter().map(|_| None).collect();
+    let mut confirmed = Vec::new();
     // The first move of the batch with each key; later ones answer what it got.
     let mut first_with_key: HashMap<(&str, &str), usize> = HashMap::new();
     let mut repeats = Vec::new();
     let (mut planned, mut planned_for) = (Vec::new(), Vec::new());
     for (i, m) in moves.iter().enumerate() {
+        let Some(m) = m else { continue };
         let key = (m.kind.endpoint(), m.token.key());
         if let Some(first) = first_with_key.get(&key) {
             repeats.push((i, *first));
@@ -400,14 +367,29 @@ async fn apply_project(
             Kind::Issue(issue) => issue.transfers(&m.order_id, &accounts)?,
         };
         planned.push(transfers);
-        planned_for.push(i);
+        planned_for.push(Source::Move(i));
+    }
+    for (i, saved) in super::topup::confirmed(conn, project_id, items, &accounts).await? {
+        match saved {
+            Ok(transfers) => {
+                planned.push(transfers);
+                planned_for.push(Source::Confirmed(i));
+            }
+            Err(lost) => confirmed.push((i, Err(lost))),
+        }
     }
 
-    let now = moves.iter().map(|m| m.now).max().unwrap_or(0);
+    let now = items
+        .iter()
+        .map(|item| match item {
+            Item::Move(m) => m.now,
+            Item::Confirmed(c) => c.order.updated_at,
+        })
+        .max()
+        .unwrap_or(0);
     let mut inserts = Inserts::default();
     let posted = ledger_batch::post_batch(
         conn,
-        backend,
         project_id,
         &planned,
         &accounts.master,
@@ -418,8 +400,19 @@ async fn apply_project(
     let (mut new_orders, mut events_of, mut finished, mut bodies) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut new_cards = Vec::new();
-    for (i, (posted, master_after)) in planned_for.into_iter().zip(posted) {
-        let m = moves[i];
+    for (source, (posted, master_after)) in planned_for.into_iter().zip(posted) {
+        let i = match source {
+            Source::Move(i) => i,
+            Source::Confirmed(i) => {
+                // Its order is saved completed in this transaction: a confirmation whose
+                // money is not in flight breaks an invariant, and fails the batch (which
+                // then reruns it alone).
+                posted?;
+                confirmed.push((i, Ok(Written::Confirmed)));
+                continue;
+            }
+        };
+        let Some(m) = moves[i] else { continue };
         if let Err(refused) = posted {
             answers[i] = Some(Err(refused.into()));
             continue;
@@ -463,7 +456,7 @@ async fn apply_project(
             now: o.created_at,
         })
         .collect();
-    events::insert_many(conn, &new_events, &mut inserts).await?;
+    let deliveries = events::insert_many(conn, &new_events, &mut inserts).await?;
     // Only a key stored before (expired, or a dead request's claim) has a row to replace.
     let replacing = finished
         .iter()
@@ -477,17 +470,27 @@ async fn apply_project(
         answers[i] = Some(Ok(Answer::Created(body)));
     }
     for (i, first) in repeats {
-        answers[i] = Some(repeated(moves[i], moves[first], answers[first].as_ref()));
+        if let (Some(m), Some(first_move)) = (moves[i], moves[first]) {
+            answers[i] = Some(repeated(m, first_move, answers[first].as_ref()));
+        }
     }
-    answers
+    let mut answers: Vec<Option<Result<Written, ApiError>>> = answers
         .into_iter()
-        .map(|a| a.ok_or_else(|| StoreError::Corrupt("a move without an answer".into())))
-        .collect()
+        .map(|a| a.map(|a| a.map(Written::Move)))
+        .collect();
+    for (i, written) in confirmed {
+        answers[i] = Some(written);
+    }
+    let answers = answers
+        .into_iter()
+        .map(|a| a.ok_or_else(|| StoreError::Corrupt("an item without an answer".into())))
+        .collect::<Result<_, _>>()?;
+    Ok((answers, deliveries))
 }
 
 /// The stored keys of the batch's moves, by endpoint and key.
 async fn stored_keys<'m>(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     moves: &[&'m Move],
 ) -> Result<HashMap<(&'static str, &'m str), Stored>, StoreError> {

@@ -3,6 +3,7 @@
 
 use issuing_domain::ledger::{AccountKind, Transfer, TransferKind};
 use issuing_store::ledger::{self, Posted, TransferMeta};
+use issuing_store::writer::AsBatch;
 use issuing_store::{Conn, StoreError};
 use issuing_wire::Amount;
 
@@ -14,7 +15,9 @@ pub(crate) enum Acct<'a> {
 
 async fn resolve(conn: &mut Conn, project_id: &str, acct: &Acct<'_>) -> Result<String, StoreError> {
     match acct {
-        Acct::Project(kind) => ledger::project_account(conn, project_id, *kind).await,
+        Acct::Project(kind) => {
+            ledger::project_account(&mut conn.as_batch(), project_id, *kind).await
+        }
         Acct::Card(card_id) => {
             ledger::card_account_id(conn, project_id, card_id, AccountKind::Card).await
         }

@@ -7,7 +7,7 @@
 //! the provider confirms. A failed order moves everything back.
 
 use super::card_for_user;
-use super::master_writer::{unless_answered, Answer, Kind, Made, Move, ProjectAccounts};
+use super::master_writer::{unless_answered, Answer, Item, Kind, Made, Move, ProjectAccounts};
 use super::money::{self, Acct};
 use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
 use crate::routes::orders::OrderView;
@@ -16,8 +16,11 @@ use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
+use issuing_store::ledger;
 use issuing_store::ledger_batch::Planned;
-use issuing_store::orders::{self, OrderRecord};
+use issuing_store::orders::{self, Lease, OrderRecord};
+use issuing_store::writer::AsBatch;
+use issuing_store::writer::BatchConn;
 use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
@@ -133,6 +136,71 @@ async fn checked(
     })
 }
 
+/// A top-up the provider confirmed, for the master balance's writer: its order as the
+/// worker saves it (completed), and the worker that holds its lease.
+pub(crate) struct Confirmed {
+    pub order: OrderRecord,
+    pub worker: String,
+    pub card_id: String,
+    pub amount: Amount,
+}
+
+/// The batch's confirmed top-ups of one project (`items`, by place): each order saved
+/// completed if its worker still holds the lease (else it answers `LeaseLost` and moves
+/// nothing), and the in-flight → card transfer of each saved one, to be posted with the
+/// batch's others.
+pub(crate) async fn confirmed(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    items: &[&Item],
+    accounts: &ProjectAccounts,
+) -> Result<Vec<(usize, Result<Vec<Planned>, ApiError>)>, StoreError> {
+    let found: Vec<(usize, &Confirmed)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            Item::Confirmed(c) => Some((i, &**c)),
+            Item::Move(_) => None,
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cards: Vec<&str> = found.iter().map(|(_, c)| c.card_id.as_str()).collect();
+    let funds = ledger::card_accounts(conn, project_id, &cards).await?;
+    let mut transfers = Vec::with_capacity(found.len());
+    for (i, c) in found {
+        let Some((card_account, _)) = funds.get(&c.card_id) else {
+            return Err(StoreError::NotFound("card account"));
+        };
+        match orders::save_step_on(conn, &c.order, &c.worker, Lease::Release).await {
+            Ok(()) => {}
+            Err(lost @ StoreError::LeaseLost(_)) => {
+                transfers.push((i, Err(ApiError::from(lost))));
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        let transfer = Transfer::simple(
+            TransferKind::CardTopup,
+            accounts.in_flight.clone(),
+            card_account.clone(),
+            c.amount,
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        transfers.push((
+            i,
+            Ok(vec![Planned {
+                order_id: Some(c.order.id.clone()),
+                card_id: Some(c.card_id.clone()),
+                reference: None,
+                transfer,
+            }]),
+        ));
+    }
+    Ok(transfers)
+}
+
 /// A top-up for the master balance's writer.
 pub(crate) struct TopupMove {
     pub card_id: String,
@@ -160,6 +228,7 @@ impl TopupMove {
             .into_iter()
             .map(|(kind, to, amount)| {
                 Ok(Planned {
+                    reference: None,
                     order_id: Some(order_id.to_owned()),
                     card_id: Some(self.card_id.clone()),
                     transfer: Transfer::simple(kind, accounts.master.clone(), to.clone(), amount)
@@ -281,7 +350,8 @@ pub(crate) async fn withdraw(
     order.balance_before = Some(balance_before.micros());
     order.balance_after = Some(balance_before.micros());
     orders::insert(&mut tx, &order).await?;
-    issuing_store::wakeup::announce(&mut tx, issuing_store::wakeup::Queue::Orders).await?;
+    issuing_store::wakeup::announce(&mut tx.as_batch(), issuing_store::wakeup::Queue::Orders)
+        .await?;
     let body = record(&mut tx, &token, order).await?;
     tx.commit().await.map_err(StoreError::from)?;
     announced(state);

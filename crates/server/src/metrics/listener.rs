@@ -45,7 +45,8 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let db = state.metrics.db_stats(&state.store).await;
     let writers = [
         ("master_moves", state.master_writer.stats()),
-        ("authorizations", state.authorizations.stats()),
+        ("authorizations", state.auth_writer.stats()),
+        ("decisions", state.decisions.stats()),
         ("webhook_outcomes", state.webhook_outcomes.stats()),
     ];
     let body = state

@@ -258,7 +258,7 @@ fn render_writers(t: &mut Text, writers: &[(&str, &GroupCommitStats)]) {
     let families: [(&str, &str, Counter); 2] = [
         (
             "issuing_group_commit_batches_total",
-            "Transactions the writers ran, by writer (master_moves, authorizations, webhook_outcomes).",
+            "Transactions the writers ran, by writer (master_moves, authorizations, decisions, webhook_outcomes).",
             |s| &s.batches,
         ),
         (

@@ -1,41 +1,41 @@
-//! Authorization requests (CONTRACT §9, §11): the card read under its lock, the
-//! decision stages in order, one plan applied by the executor. All of it is one
-//! operation of the authorizations writer (`group_commit.rs`), so the limit check and
-//! the hold are one atomic step: concurrent authorizations on one card are decided one
-//! after another and never pass a limit, or hold the same money, together.
+//! Authorization requests (CONTRACT §9, §11): the decision stages in order on the card
+//! as its writer's batch found it, one plan per authorization. Authorizations are
+//! applied by the authorizations' writer (`auth_writer.rs`) in batches: the limit check
+//! and the hold are one atomic step there, since concurrent authorizations on one card
+//! are decided one after another against its running balance and usage and never pass
+//! a limit, or hold the same money, together.
 //!
 //! When the project has a live decision webhook, the authorization is held tentatively
-//! here (funds and limit usage, no event yet) and `decision.rs` asks the endpoint
-//! outside any transaction, then settles it in a second writer operation.
+//! (funds and limit usage, no event yet) and `decision.rs` asks the endpoint outside
+//! any transaction, then settles it in an operation of the authorizations' group commit.
 
-use super::controls::Endpoint;
-use super::decide::{self, webhook::Route, Decline};
-use super::execute::{execute, lock_card};
+use super::controls::{Endpoint, ProjectControls};
+use super::decide::{self, limits::CardLimits, webhook::Route, Decline};
 use super::plan::{new_tx, set_counted, Move, Plan, Side};
-use super::{applied_on, usage, Applied, Purchase};
+use super::{Applied, Purchase};
 use crate::state::AppState;
 use issuing_domain::card_tx::{TxKind, TxStatus};
 use issuing_domain::controls::decision::Outcome;
-use issuing_domain::controls::limits::Counted;
+use issuing_domain::controls::limits::{Counted, Usage};
 use issuing_domain::controls::rules::Attributes;
 use issuing_domain::ledger::TransferKind;
-use issuing_domain::time::now_micros;
 use issuing_store::card_txs::{CardTxRecord, AWAITING, DECIDED};
+use issuing_store::cards::CardRecord;
 use issuing_store::controls::RuleResult;
-use issuing_store::Conn;
 use issuing_wire::{Amount, ApiError};
 use std::time::{Duration, Instant};
 
 /// One authorization request, owned: it waits in the writer's queue.
-struct Request {
-    project_id: String,
-    card_id: String,
-    amount: Amount,
-    purchase: Purchase,
-    message_id: Option<String>,
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub project_id: String,
+    pub card_id: String,
+    pub amount: Amount,
+    pub purchase: Purchase,
+    pub message_id: Option<String>,
     /// When the decision webhook must have answered (the Lithic budget); None: its
     /// own `timeout_ms` alone bounds it.
-    deadline: Option<Instant>,
+    pub deadline: Option<Instant>,
 }
 
 /// A decision webhook still to be asked about an authorization held tentatively.
@@ -48,16 +48,19 @@ pub(crate) struct Ask {
     pub available: i64,
 }
 
-/// What the writer operation came to.
-pub(super) enum Authorized {
-    /// Decided (approved or declined) and emitted, or a replay of an earlier message.
+/// What the writer did with an authorization.
+pub(crate) enum Authorized {
+    /// Decided (approved or declined) and emitted.
     Done(Applied),
     /// Held tentatively; the endpoint must be asked.
     Awaiting(Applied, Ask),
+    /// A copy of a message applied before (or earlier in the same batch): its
+    /// transaction is answered as it is now.
+    Replayed { message_id: String },
 }
 
-/// Decides and records one authorization as one operation of the authorizations writer:
-/// batched on SQLite, its own transaction on PostgreSQL.
+/// Decides and records one authorization in the authorizations' writer's next batch;
+/// answers once that batch is durable.
 pub(super) async fn authorize(
     state: &AppState,
     project_id: &str,
@@ -67,33 +70,43 @@ pub(super) async fn authorize(
     message_id: Option<&str>,
     deadline: Option<Instant>,
 ) -> Result<Authorized, ApiError> {
-    let shared = state.clone();
-    let req = Request {
-        project_id: project_id.to_owned(),
-        card_id: card_id.to_owned(),
-        amount,
-        purchase: purchase.clone(),
-        message_id: message_id.map(str::to_owned),
-        deadline,
-    };
     state
-        .authorizations
-        .run(move |conn| Box::pin(async move { decide(conn, &shared, &req).await }))
+        .auth_writer
+        .submit(Request {
+            project_id: project_id.to_owned(),
+            card_id: card_id.to_owned(),
+            amount,
+            purchase: purchase.clone(),
+            message_id: message_id.map(str::to_owned),
+            deadline,
+        })
         .await
 }
 
-async fn decide(conn: &mut Conn, state: &AppState, req: &Request) -> Result<Authorized, ApiError> {
-    let message_id = req.message_id.as_deref();
-    // A copy of this message earlier in the same batch is not committed yet, so the
-    // check `apply` made before queueing could not see it.
-    if let Some(id) = message_id {
-        if let Some(applied) = applied_on(conn, &req.project_id, id).await? {
-            return Ok(Authorized::Done(applied));
-        }
-    }
-    let locked = lock_card(conn, &req.project_id, &req.card_id).await?;
-    let card = &locked.card;
-    let now = now_micros();
+/// What deciding an authorization needs besides the request: the card as its batch
+/// found it, its available funds as the batch has left them, its project's controls and
+/// (when a limit needs it) what its limits' windows counted before it.
+pub(crate) struct Found<'a> {
+    pub card: &'a CardRecord,
+    pub available: i64,
+    pub controls: &'a ProjectControls,
+    pub limits: Option<&'a CardLimits>,
+    pub usage: Option<&'a [Usage]>,
+    pub hold_expiry: Duration,
+}
+
+/// An authorization decided: its plan, and the webhook to ask when it is held
+/// tentatively.
+pub(crate) struct Decided {
+    pub plan: Plan,
+    pub ask: Option<Ask>,
+}
+
+/// The stages in CONTRACT §11's order (status, rules, limits, funds, the decision
+/// webhook) on what the batch found; the first that declines decides. `now` is the
+/// batch's time.
+pub(crate) fn decide(req: &Request, found: &Found<'_>, now: i64) -> Result<Decided, ApiError> {
+    let card = found.card;
     let amount = req.amount.micros();
     let mut rec = new_tx(
         card,
@@ -107,14 +120,10 @@ async fn decide(conn: &mut Conn, state: &AppState, req: &Request) -> Result<Auth
     let verdict = match decide::status::check(card) {
         Some(decline) => Err(decline),
         None => {
-            let controls = state
-                .controls
-                .get(conn, &req.project_id, locked.controls_revision)
-                .await?;
             let m = &req.purchase.merchant;
             let attributes = Attributes::new(&m.mcc, &m.country, &m.name, amount);
             let (declined, matched) = decide::rules::check(
-                &controls.rules,
+                &found.controls.rules,
                 &req.project_id,
                 &card.id,
                 &rec.id,
@@ -122,71 +131,69 @@ async fn decide(conn: &mut Conn, state: &AppState, req: &Request) -> Result<Auth
                 now,
             );
             results = matched;
-            match declined {
+            match declined.or_else(|| limits_and_funds(req, found)) {
                 Some(decline) => Err(decline),
-                None => match limits_and_funds(conn, req, &locked, now).await? {
-                    Some(decline) => Err(decline),
-                    None => Ok((
-                        decide::webhook::route(
-                            controls.endpoint.as_ref(),
-                            // What is left now, after the wait for the writer.
-                            req.deadline
-                                .map(|d| d.saturating_duration_since(Instant::now())),
-                        ),
-                        controls.endpoint.clone(),
-                    )),
-                },
+                None => Ok(decide::webhook::route(
+                    found.controls.endpoint.as_ref(),
+                    // What is left now, after the wait for the writer.
+                    req.deadline
+                        .map(|d| d.saturating_duration_since(Instant::now())),
+                )),
             }
         }
     };
-    let (plan, ask) = match verdict {
-        Err(decline) => (declined(rec, decline, results), None),
-        Ok((Route::Approve, _)) => (approved(state, rec, results, now), None),
-        Ok((Route::Decided(outcome), _)) => (stand_in(state, rec, results, &outcome, now), None),
-        Ok((Route::Ask(time), Some(endpoint))) => {
+    let expiry = found.hold_expiry;
+    Ok(match verdict {
+        Err(decline) => Decided {
+            plan: declined(rec, decline, results),
+            ask: None,
+        },
+        Ok(Route::Approve) => Decided {
+            plan: approved(rec, results, now, expiry),
+            ask: None,
+        },
+        Ok(Route::Decided(outcome)) => Decided {
+            plan: stand_in(rec, results, &outcome, now, expiry),
+            ask: None,
+        },
+        Ok(Route::Ask(time)) => {
+            let endpoint = found
+                .controls
+                .endpoint
+                .clone()
+                .ok_or_else(ApiError::internal)?;
             rec.decision_state = Some(AWAITING.into());
             rec.decision_deadline = Some(now.saturating_add(micros(time)));
             rec.decision_on_timeout = Some(endpoint.on_timeout.as_str().into());
-            let mut plan = approved(state, rec, results, now);
+            let mut plan = approved(rec, results, now, expiry);
             // The event waits for the decision (`decision.rs`).
             plan.emit = false;
             let ask = Ask {
                 endpoint,
                 time,
-                available: locked.available.micros() - amount,
+                available: found.available - amount,
             };
-            (plan, Some(ask))
+            Decided {
+                plan,
+                ask: Some(ask),
+            }
         }
-        Ok((Route::Ask(_), None)) => return Err(ApiError::internal()),
-    };
-    let applied = execute(conn, card, plan, message_id, "authorization").await?;
-    Ok(match ask {
-        Some(ask) => Authorized::Awaiting(applied, ask),
-        None => Authorized::Done(applied),
     })
 }
 
-/// Stages 3 and 4: the usage query runs only when a limit applying to this MCC has a
-/// window, so a card without limits costs nothing more than before.
-async fn limits_and_funds(
-    conn: &mut Conn,
-    req: &Request,
-    locked: &issuing_store::cards::LockedCard,
-    now: i64,
-) -> Result<Option<Decline>, ApiError> {
+/// Stages 3 and 4. The usage was read only when a limit applying to this MCC has a
+/// window (`decide::limits::needs_usage`), so a card without limits costs nothing more.
+fn limits_and_funds(req: &Request, found: &Found<'_>) -> Option<Decline> {
     let amount = req.amount.micros();
     let mcc = &req.purchase.merchant.mcc;
-    if let Some(limits) = decide::limits::of_card(&locked.card)? {
-        let usage = if decide::limits::needs_usage(&limits, mcc) {
-            usage::read(conn, &req.project_id, &req.card_id, &limits, now).await?
-        } else {
-            vec![Default::default(); limits.limits.len()]
-        };
-        if let Some(decline) = decide::limits::check(&limits, &usage, mcc, amount) {
-            return Ok(Some(decline));
+    if let Some(limits) = found.limits {
+        let none = vec![Usage::default(); limits.limits.len()];
+        let usage = found.usage.unwrap_or(&none);
+        if let Some(decline) = decide::limits::check(limits, usage, mcc, amount) {
+            return Some(decline);
         }
     }
-    Ok(decide::funds::check(locked.available.micros(), amount))
+    decide::funds::check(found.available, amount)
 }
 
 fn micros(d: Duration) -> i64 {
@@ -205,10 +212,9 @@ fn declined(mut rec: CardTxRecord, decline: Decline, results: Vec<RuleResult>) -
 }
 
 /// An approved authorization: the amount held and counted (with one).
-fn approved(state: &AppState, mut rec: CardTxRecord, results: Vec<RuleResult>, now: i64) -> Plan {
+fn approved(mut rec: CardTxRecord, results: Vec<RuleResult>, now: i64, expiry: Duration) -> Plan {
     rec.held = rec.auth_amount;
-    let expiry = i64::try_from(state.config.hold_expiry.as_micros()).unwrap_or(i64::MAX);
-    rec.hold_expires_at = Some(now.saturating_add(expiry));
+    rec.hold_expires_at = Some(now.saturating_add(micros(expiry)));
     let amount = rec.auth_amount;
     set_counted(&mut rec, Counted::approved(amount));
     let hold = Move::new(
@@ -225,15 +231,15 @@ fn approved(state: &AppState, mut rec: CardTxRecord, results: Vec<RuleResult>, n
 /// Decided by `on_timeout` without a call (`stand_in`, or no time to call). A stand-in
 /// decline is `webhook_timeout`: the endpoint was not heard in time, by choice.
 fn stand_in(
-    state: &AppState,
     mut rec: CardTxRecord,
     results: Vec<RuleResult>,
     outcome: &Outcome,
     now: i64,
+    expiry: Duration,
 ) -> Plan {
     rec.decision_state = Some(DECIDED.into());
     match outcome.failure_reason {
-        None => approved(state, rec, results, now),
+        None => approved(rec, results, now, expiry),
         Some(reason) => declined(rec, Decline::plain(reason), results),
     }
 }

@@ -7,7 +7,7 @@
 use issuing_domain::controls::decision::{CallMode, OnTimeout};
 use issuing_domain::controls::rules::{parse_conditions, Mode, Rule};
 use issuing_store::controls::{self, RuleRecord};
-use issuing_store::Conn;
+use issuing_store::writer::BatchConn;
 use issuing_wire::ApiError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,7 +47,7 @@ impl ControlsCache {
     /// are that revision, else read on `conn` and kept.
     pub async fn get(
         &self,
-        conn: &mut Conn,
+        conn: &mut BatchConn<'_>,
         project_id: &str,
         revision: i64,
     ) -> Result<Arc<ProjectControls>, ApiError> {
@@ -81,7 +81,7 @@ impl ControlsCache {
 /// no longer parses is a broken invariant, answered as an internal error rather than
 /// skipped (skipping an active rule would approve what it declines).
 async fn load(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     revision: i64,
 ) -> Result<ProjectControls, ApiError> {

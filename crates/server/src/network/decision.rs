@@ -139,7 +139,7 @@ fn open(key: &issuing_envelope::Key, body: &[u8]) -> Answer {
 }
 
 /// Applies a decision to an authorization that awaits it, as one operation of the
-/// authorizations writer; an authorization decided meanwhile is answered as it is.
+/// decisions' group commit; an authorization decided meanwhile is answered as it is.
 ///
 /// An approval moves no money: it is one update conditional on the transaction still
 /// being `t` (awaiting, as phase 1 left it), with no lock on the card's accounts. A
@@ -152,7 +152,7 @@ pub(crate) async fn resolve(
 ) -> Result<Applied, ApiError> {
     let (t, card, decided) = (t.clone(), card.cloned(), decided.clone());
     let applied = state
-        .authorizations
+        .decisions
         .run(move |conn| Box::pin(async move { decide(conn, &t, card, &decided).await }))
         .await?;
     state.deliveries_wakeup.notify_one();

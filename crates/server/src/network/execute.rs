@@ -12,6 +12,7 @@ use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::{self, CardRecord, LockedCard};
 use issuing_store::events::{self, NewEvent};
 use issuing_store::ledger::{self, TransferMeta};
+use issuing_store::writer::AsBatch;
 use issuing_store::{controls, Conn, StoreError, Tx};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
@@ -40,7 +41,7 @@ pub(crate) async fn lock_card(
         .await?
         .ok_or_else(card_not_found)?;
     let (available, _) = ledger::lock_card_accounts(conn, project_id, card_id).await?;
-    let controls_revision = cards::controls_revision(conn, project_id).await?;
+    let controls_revision = cards::controls_revision(&mut conn.as_batch(), project_id).await?;
     Ok(LockedCard {
         card,
         available,
@@ -173,7 +174,7 @@ async fn post(conn: &mut Conn, t: &CardTxRecord, m: Move) -> Result<(), StoreErr
         if of_card {
             ledger::card_account_id(conn, project_id, card_id, kind).await
         } else {
-            ledger::project_account(conn, project_id, kind).await
+            ledger::project_account(&mut conn.as_batch(), project_id, kind).await
         }
     }
     let from = account(conn, project_id, card_id, m.from).await?;

@@ -13,7 +13,8 @@
 //! that carries a network message id is applied at most once: a replay answers the
 //! transaction as it is now (once its decision webhook, if any, has answered).
 
-mod authorize;
+pub(crate) mod auth_writer;
+pub(crate) mod authorize;
 pub(crate) mod controls;
 pub(crate) mod decide;
 pub(crate) mod decision;
@@ -163,8 +164,13 @@ pub(crate) async fn apply_within(
                 "network_message_id must be at most {MAX_MESSAGE_ID_LEN} bytes"
             )));
         }
-        if let Some(applied) = already_applied(state, project_id, id).await? {
-            return decision::settled(state, applied).await;
+        // An authorization's writer looks its message up in its batch, with the copies
+        // queued beside it; a read here first would cost every authorization a query.
+        let authorization = matches!(message, Message::Authorization { .. });
+        if !authorization {
+            if let Some(applied) = already_applied(state, project_id, id).await? {
+                return decision::settled(state, applied).await;
+            }
         }
     }
     let kind = message.kind();
@@ -188,6 +194,12 @@ pub(crate) async fn apply_within(
                 Ok(authorize::Authorized::Done(applied)) => decision::settled(state, applied).await,
                 Ok(authorize::Authorized::Awaiting(applied, ask)) => {
                     decision::ask(state, applied, ask).await
+                }
+                Ok(authorize::Authorized::Replayed { message_id }) => {
+                    match already_applied(state, project_id, &message_id).await? {
+                        Some(applied) => decision::settled(state, applied).await,
+                        None => Err(ApiError::internal()),
+                    }
                 }
                 Err(e) => Err(e),
             }
@@ -241,7 +253,8 @@ pub(crate) async fn apply_within(
         (result, _) => {
             if let Err(e) = &result {
                 tracing::debug!(message = kind, slug = %e.slug, "network message refused");
-            } else {
+            } else if kind != "authorization" {
+                // An authorization's writer wakes the worker when it queued deliveries.
                 state.deliveries_wakeup.notify_one();
             }
             result

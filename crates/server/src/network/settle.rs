@@ -14,6 +14,7 @@ use issuing_domain::ledger::{shortfall, AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::card_txs::CardTxRecord;
 use issuing_store::cards::CardRecord;
+use issuing_store::writer::AsBatch;
 use issuing_store::{ledger, Tx};
 use issuing_wire::{Amount, ApiError};
 
@@ -60,8 +61,9 @@ async fn begin(
     if !master {
         return Ok((tx, None));
     }
-    ledger::lock_project_account(&mut tx, project_id, AccountKind::Master).await?;
-    let balance = ledger::project_balance(&mut tx, project_id, AccountKind::Master).await?;
+    ledger::lock_project_account(&mut tx.as_batch(), project_id, AccountKind::Master).await?;
+    let balance =
+        ledger::project_balance(&mut tx.as_batch(), project_id, AccountKind::Master).await?;
     Ok((tx, Some(balance.micros())))
 }
 

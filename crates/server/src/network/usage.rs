@@ -7,11 +7,12 @@
 use super::decide::limits::{windows, CardLimits};
 use issuing_domain::controls::limits::Usage;
 use issuing_store::card_usage::{self, UsageWindow};
-use issuing_store::{Conn, StoreError};
+use issuing_store::writer::BatchConn;
+use issuing_store::StoreError;
 
 /// Each limit's usage (`Usage::default()` for per-authorization limits), at `now`.
 pub(crate) async fn read(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     card_id: &str,
     card: &CardLimits,

@@ -101,12 +101,24 @@ impl SandboxProvider {
         card: &str,
         amount: Option<i64>,
     ) -> Result<String, ProviderError> {
-        let mut conn = self
+        // A write of its own, through the batch writers' path: on SQLite the writer's
+        // thread, in turn with every other writer (a plain autocommit insert would meet
+        // the write lock held and sleep in SQLite's busy handler).
+        let (key, op, card) = (key.to_owned(), op.to_owned(), card.to_owned());
+        let now = now_micros();
+        let (card, durable) = self
             .store
-            .conn()
+            .write_batch(move |mut conn| {
+                Box::pin(async move {
+                    sandbox::record_op(&mut conn, &key, &op, &card, amount, now)
+                        .await
+                        .map(|(card, _, _)| card)
+                })
+            })
             .await
             .map_err(|e| ProviderError::Transient(e.to_string()))?;
-        let (card, _, _) = sandbox::record_op(&mut conn, key, op, card, amount, now_micros())
+        durable
+            .wait()
             .await
             .map_err(|e| ProviderError::Transient(e.to_string()))?;
         Ok(card)

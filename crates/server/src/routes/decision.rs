@@ -12,6 +12,7 @@ use issuing_domain::controls::decision::parse_settings;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::webhooks::WebhookUrl;
 use issuing_store::controls::{self, DecisionEndpoint as Record};
+use issuing_store::writer::AsBatch;
 use issuing_store::StoreError;
 use issuing_wire::api::DecisionEndpoint;
 use issuing_wire::{ApiError, ErrorSlug};
@@ -75,7 +76,7 @@ pub(crate) async fn set(
     let mut tx = state.store.begin().await?;
     controls::bump_revision(&mut tx, &caller.project_id).await?;
     controls::put_endpoint(&mut tx, &record).await?;
-    let saved = controls::get_endpoint(&mut tx, &caller.project_id).await?;
+    let saved = controls::get_endpoint(&mut tx.as_batch(), &caller.project_id).await?;
     tx.commit().await.map_err(StoreError::from)?;
     Ok(reply(view(saved)))
 }
@@ -86,7 +87,7 @@ pub(crate) async fn get(
 ) -> ApiResult<DecisionEndpoint> {
     let mut conn = state.store.conn().await?;
     Ok(reply(view(
-        controls::get_endpoint(&mut conn, &caller.project_id).await?,
+        controls::get_endpoint(&mut conn.as_batch(), &caller.project_id).await?,
     )))
 }
 

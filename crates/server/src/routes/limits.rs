@@ -11,6 +11,7 @@ use issuing_domain::controls::limits::{self, Limit, LimitInput, Usage};
 use issuing_domain::controls::window::Interval;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_store::cards::{self, CardRecord};
+use issuing_store::writer::AsBatch;
 use issuing_store::{Conn, StoreError};
 use issuing_wire::api::{CardLimitUsage, CardLimits};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
@@ -149,7 +150,14 @@ pub(crate) async fn view(
             limits: Vec::new(),
         });
     };
-    let used = usage::read(conn, &card.project_id, &card.id, &parsed, now).await?;
+    let used = usage::read(
+        &mut conn.as_batch(),
+        &card.project_id,
+        &card.id,
+        &parsed,
+        now,
+    )
+    .await?;
     Ok(CardLimits {
         card_id: card.id.clone(),
         timezone: zone,

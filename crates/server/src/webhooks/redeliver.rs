@@ -5,6 +5,7 @@ use crate::state::AppState;
 use issuing_domain::time::now_micros;
 use issuing_store::deliveries::{self, DeliveryRecord};
 use issuing_store::wakeup::{announce, Queue};
+use issuing_store::writer::AsBatch;
 use issuing_store::StoreError;
 use issuing_wire::{ApiError, ErrorSlug};
 
@@ -34,7 +35,7 @@ pub(crate) async fn one(
     let d = deliveries::get(&mut tx, project_id, delivery_id)
         .await?
         .ok_or_else(ApiError::internal)?;
-    announce(&mut tx, Queue::Deliveries).await?;
+    announce(&mut tx.as_batch(), Queue::Deliveries).await?;
     tx.commit().await.map_err(StoreError::from)?;
     state.deliveries_wakeup.notify_one();
     Ok(d)
@@ -55,7 +56,7 @@ pub(crate) async fn failed_since(
         deliveries::redeliver_failed_since(&mut tx, project_id, since, subscription_id, limit, now)
             .await?;
     if queued > 0 {
-        announce(&mut tx, Queue::Deliveries).await?;
+        announce(&mut tx.as_batch(), Queue::Deliveries).await?;
     }
     tx.commit().await.map_err(StoreError::from)?;
     state.deliveries_wakeup.notify_one();

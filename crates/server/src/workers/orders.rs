@@ -25,6 +25,8 @@ use tokio::sync::watch;
 const _: () = assert!(LEASE.as_secs() > crate::provider::PROVIDER_TIMEOUT.as_secs());
 const LEASE: Duration = Duration::from_secs(15);
 
+/// Orders one worker claims at once and works on side by side.
+const CLAIM_BATCH: i64 = 16;
 /// Idle workers look for due retries at least this often.
 const POLL: Duration = Duration::from_millis(500);
 /// Provider calls per order before a transient failure becomes final.
@@ -36,10 +38,14 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// Runs until `shutdown`; the order in hand is finished first, unless `hand_back` comes
-/// before: then its step is cut short (nothing of it is committed, and the provider call
-/// is repeated with the same idempotency key) and the order is released for the next
-/// worker at once instead of when its lease runs out.
+/// Runs until `shutdown`; the orders in hand are finished first, unless `hand_back`
+/// comes before: then their steps are cut short (nothing of them is committed, and the
+/// provider calls are repeated with the same idempotency keys) and the orders are
+/// released for the next worker at once instead of when their leases run out.
+///
+/// A worker claims up to `CLAIM_BATCH` due orders in one write and works on them side
+/// by side: one claim, and (for top-ups) one batch of the master balance's writer for
+/// their completions, instead of a write transaction each.
 pub(crate) async fn run(
     state: AppState,
     mut shutdown: watch::Receiver<bool>,
@@ -51,21 +57,31 @@ pub(crate) async fn run(
             return;
         }
         match claim(&state, &worker_id).await {
-            Ok(Some(order)) => {
-                let id = order.id.clone();
+            Ok(claimed) if !claimed.is_empty() => {
+                let ids: Vec<String> = claimed.iter().map(|o| o.id.clone()).collect();
+                let work = futures::future::join_all(claimed.into_iter().map(|order| {
+                    let (state, worker_id) = (&state, &worker_id);
+                    async move {
+                        let id = order.id.clone();
+                        if let Err(e) = process(state, worker_id, order).await {
+                            // The lease expires and the order is retried from its saved step.
+                            tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
+                        }
+                    }
+                }));
                 tokio::select! {
-                    done = process(&state, &worker_id, order) => if let Err(e) = done {
-                        // The lease expires and the order is retried from its saved step.
-                        tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
-                    },
+                    _ = work => {}
                     _ = hand_back.changed() => {
-                        release(&state, &id, &worker_id).await;
+                        // An order whose step committed was released by it already.
+                        for id in &ids {
+                            release(&state, id, &worker_id).await;
+                        }
                         return;
                     }
                 }
                 continue;
             }
-            Ok(None) => {}
+            Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "could not claim an order"),
         }
         tokio::select! {
@@ -88,19 +104,22 @@ async fn release(state: &AppState, order_id: &str, worker_id: &str) {
     }
 }
 
-async fn claim(state: &AppState, worker_id: &str) -> Result<Option<OrderRecord>, StoreError> {
+/// Leases up to `CLAIM_BATCH` due orders in one write (on SQLite, on the batch writers'
+/// thread, in turn with them). A claim lost in a crash is harmless (the orders are due
+/// again and their provider calls repeat with the same keys), so it is not waited on
+/// to be durable.
+async fn claim(state: &AppState, worker_id: &str) -> Result<Vec<OrderRecord>, StoreError> {
     let now = now_micros();
-    let mut tx = state.store.begin().await?;
-    let order = orders::claim_next(
-        &mut tx,
-        state.store.backend(),
-        worker_id,
-        now,
-        now + micros(LEASE),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(order)
+    let worker = worker_id.to_owned();
+    let (claimed, _durable) = state
+        .store
+        .write_batch(move |mut conn| {
+            Box::pin(async move {
+                orders::claim_many(&mut conn, &worker, now, now + micros(LEASE), CLAIM_BATCH).await
+            })
+        })
+        .await?;
+    Ok(claimed)
 }
 
 async fn process(state: &AppState, worker: &str, order: OrderRecord) -> Result<(), StoreError> {
@@ -452,15 +471,24 @@ async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
     let provider = state.providers.get(&subprovider);
     let result = bounded(provider.topup(&order.id, &provider_card_id, amount)).await;
     let now = now_micros();
+    if result.is_ok() {
+        order.topup_status = Some("completed".into());
+        mark_completed(&mut order, now);
+        // With the batch's other completions and top-ups, in one transaction.
+        return state
+            .master_writer
+            .confirm(crate::flows::topup::Confirmed {
+                order,
+                worker: worker.to_owned(),
+                card_id,
+                amount,
+            })
+            .await
+            .map_err(|e| StoreError::Batch(e.message));
+    }
     let mut tx = state.store.begin().await?;
-    match result {
-        Ok(()) => {
-            settle_topup(&mut tx, &project_id, &card_id, &order.id, amount).await?;
-            order.topup_status = Some("completed".into());
-            order.last_error = None;
-            mark_completed(&mut order, now);
-        }
-        Err(e) => match after_error(&mut order, &e) {
+    if let Err(e) = result {
+        match after_error(&mut order, &e) {
             None => order.topup_status = Some("provider_in_progress_error".into()),
             Some(slug) => {
                 refund_topup(&mut tx, &project_id, &card_id, &order.id, amount, fee).await?;
@@ -469,7 +497,7 @@ async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                 order.balance_after =
                     Some(money::master_balance(&mut tx, &project_id).await?.micros());
             }
-        },
+        }
     }
     order.updated_at = now;
     orders::save_step(&mut tx, &order, worker, Lease::Release).await?;

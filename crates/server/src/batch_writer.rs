@@ -1,0 +1,293 @@
+//! The loop every batch writer shares (docs/money.md, "One writer per hot account"):
+//! the master balance's writer (`flows/master_writer.rs`) and the authorizations' writer
+//! (`network/auth_writer.rs`).
+//!
+//! Callers queue items for a writer; a writer drains its queue and applies up to
+//! `MAX_BATCH` items in one transaction (`apply`), then answers every caller only once
+//! that transaction is durable, from a task of its own so the next batch starts while
+//! this one's log reaches the disk, and then wakes this process's workers for what the
+//! batch queued (orders, webhook deliveries). An unexpected error of a batch (anything but the
+//! items' own refusals, which `apply` answers per item) rolls it back and reruns its
+//! items one per transaction, so only the faulty one fails.
+//!
+//! Items are spread over `stripes` writers by a key the caller gives (a project, a
+//! card), so one key always has the same writer and its items are applied in arrival
+//! order.
+//!
+//! Bounded: `QUEUE` items wait per writer (callers wait for room beyond), a batch holds
+//! at most `MAX_BATCH`.
+
+use futures::future::BoxFuture;
+use issuing_store::group_commit::Stats;
+use issuing_store::{Durable, StoreError};
+use issuing_wire::ApiError;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+/// The most items in one transaction: bounds how long a batch holds the write lock
+/// (SQLite) or its rows (PostgreSQL), and so the p99 of its callers.
+pub(crate) const MAX_BATCH: usize = 64;
+const QUEUE: usize = 1024;
+
+/// Each item's answer, in the batch's order.
+pub(crate) type Answers<A> = Vec<Result<A, ApiError>>;
+
+/// What a batch queued for this process's workers, to wake them once it is durable
+/// (other processes get PostgreSQL's NOTIFY, sent in the batch's transaction).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Queued {
+    pub orders: bool,
+    pub deliveries: bool,
+}
+
+/// The workers a batch may wake.
+#[derive(Clone)]
+pub(crate) struct Wakeups {
+    pub orders: Arc<Notify>,
+    pub deliveries: Arc<Notify>,
+}
+
+impl Wakeups {
+    fn wake(&self, queued: Queued) {
+        if queued.orders {
+            self.orders.notify_one();
+        }
+        if queued.deliveries {
+            self.deliveries.notify_one();
+        }
+    }
+}
+
+/// A batch applied: each item's answer, what it queued, and the commit to wait for
+/// before telling anyone.
+pub(crate) type Applied<A> = (Answers<A>, Queued, Durable);
+
+/// Applies a batch (or, with `Some(i)`, only its item `i`) in one transaction. An `Err`
+/// means nothing was written.
+pub(crate) type ApplyFn<I, A> = Arc<
+    dyn Fn(Arc<Vec<I>>, Option<usize>) -> BoxFuture<'static, Result<Applied<A>, StoreError>>
+        + Send
+        + Sync,
+>;
+
+type Reply<A> = oneshot::Sender<Result<A, ApiError>>;
+/// One writer's queue: each item with the reply its caller waits for.
+type Queue<I, A> = mpsc::Sender<(I, Reply<A>)>;
+
+/// How a writer's work is laid out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Writers, each with its own queue; a key always goes to the same one.
+    pub stripes: usize,
+    /// Batches of one writer under way at once. More than one only where batches are
+    /// applied one after another in the order they were started (SQLite's one writer
+    /// thread): the next batch then waits, ready, while the one before it commits,
+    /// instead of being gathered only after its answer came back.
+    pub depth: usize,
+}
+
+impl Shape {
+    /// The shape of a backend: SQLite has one writer thread, so one stripe two deep;
+    /// PostgreSQL `stripes` writers one batch at a time each, so a key's batches never
+    /// run side by side on two connections.
+    pub(crate) fn of(backend: issuing_store::Backend, stripes: usize) -> Shape {
+        match backend {
+            issuing_store::Backend::Sqlite => Shape {
+                stripes: 1,
+                depth: 2,
+            },
+            issuing_store::Backend::Postgres => Shape { stripes, depth: 1 },
+        }
+    }
+}
+
+/// The handle to a writer's stripes. Cloning shares them.
+pub(crate) struct BatchWriter<I, A> {
+    name: &'static str,
+    stripes: Arc<Vec<Queue<I, A>>>,
+    stats: Arc<Stats>,
+}
+
+impl<I, A> Clone for BatchWriter<I, A> {
+    fn clone(&self) -> Self {
+        BatchWriter {
+            name: self.name,
+            stripes: self.stripes.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+impl<I, A> std::fmt::Debug for BatchWriter<I, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchWriter")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
+    /// Starts `stripes` writers; they run until every handle is dropped.
+    pub(crate) fn start(
+        name: &'static str,
+        shape: Shape,
+        apply: ApplyFn<I, A>,
+        wakeups: Wakeups,
+    ) -> BatchWriter<I, A> {
+        let stats = Arc::<Stats>::default();
+        let stripes = (0..shape.stripes.max(1))
+            .map(|_| {
+                let (items, queue) = mpsc::channel(QUEUE);
+                tokio::spawn(run(
+                    name,
+                    queue,
+                    apply.clone(),
+                    wakeups.clone(),
+                    stats.clone(),
+                    shape.depth.max(1),
+                ));
+                items
+            })
+            .collect();
+        BatchWriter {
+            name,
+            stripes: Arc::new(stripes),
+            stats,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Applies `item` in the next batch of the writer of `key`; answers once that
+    /// batch is durable.
+    pub(crate) async fn submit(&self, key: &str, item: I) -> Result<A, ApiError> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        let stripe = usize::try_from(hasher.finish() % self.stripes.len() as u64).unwrap_or(0);
+        let writer = self.stripes.get(stripe).ok_or_else(ApiError::internal)?;
+        let (reply, answer) = oneshot::channel();
+        if writer.send((item, reply)).await.is_err() {
+            return Err(StoreError::Batch(format!("the {} writer has stopped", self.name)).into());
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Batch("the item was abandoned".into()).into()))
+    }
+}
+
+async fn run<I: Send + Sync + 'static, A: Send + 'static>(
+    name: &'static str,
+    mut queue: mpsc::Receiver<(I, Reply<A>)>,
+    apply: ApplyFn<I, A>,
+    wakeups: Wakeups,
+    stats: Arc<Stats>,
+    depth: usize,
+) {
+    use futures::stream::{FuturesOrdered, StreamExt};
+    let mut in_flight = FuturesOrdered::new();
+    let mut open = true;
+    loop {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        tokio::select! {
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            n = queue.recv_many(&mut batch, MAX_BATCH), if open && in_flight.len() < depth => {
+                if n == 0 {
+                    open = false;
+                    continue;
+                }
+                let (items, replies): (Vec<I>, Vec<Reply<A>>) = batch.into_iter().unzip();
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .operations
+                    .fetch_add(items.len() as u64, Ordering::Relaxed);
+                in_flight.push_back(one_batch(
+                    name,
+                    Arc::new(items),
+                    replies,
+                    apply.clone(),
+                    wakeups.clone(),
+                    stats.clone(),
+                ));
+            }
+            else => return,
+        }
+    }
+}
+
+/// Applies one batch (its items one by one if it fails as a whole) and answers its
+/// callers from a task of its own once it is durable.
+async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
+    name: &'static str,
+    items: Arc<Vec<I>>,
+    replies: Vec<Reply<A>>,
+    apply: ApplyFn<I, A>,
+    wakeups: Wakeups,
+    stats: Arc<Stats>,
+) {
+    let pending = match apply(items.clone(), None).await {
+        Ok((answers, queued, durable)) => Pending::Committed(answers, queued, durable),
+        Err(why) if items.len() > 1 => {
+            tracing::warn!(writer = name, error = %why, items = items.len(), "a batch failed; applying its items one by one");
+            let mut answers = Vec::with_capacity(items.len());
+            let mut queued = Queued::default();
+            for i in 0..items.len() {
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+                let alone = match apply(items.clone(), Some(i)).await {
+                    Ok((mut answer, q, durable)) => match durable.wait().await {
+                        Ok(()) => {
+                            queued.orders |= q.orders;
+                            queued.deliveries |= q.deliveries;
+                            answer.pop().unwrap_or_else(|| Err(ApiError::internal()))
+                        }
+                        Err(e) => Err(StoreError::from(e).into()),
+                    },
+                    Err(e) => Err(e.into()),
+                };
+                answers.push(alone);
+            }
+            Pending::Ready(answers, queued)
+        }
+        Err(why) => Pending::Ready(vec![Err(ApiError::from(why))], Queued::default()),
+    };
+    tokio::spawn(async move {
+        let (answers, queued) = pending.wait(name).await;
+        wakeups.wake(queued);
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            // The caller may have gone; its item stands either way.
+            let _ = reply.send(answer);
+        }
+    });
+}
+
+/// A batch's answers, and what they wait for.
+enum Pending<A> {
+    Ready(Answers<A>, Queued),
+    Committed(Answers<A>, Queued, Durable),
+}
+
+impl<A> Pending<A> {
+    /// The answers once the commit is durable; if it could not be made so, every
+    /// item of the batch fails (none may be announced) and nothing is woken.
+    async fn wait(self, name: &str) -> (Answers<A>, Queued) {
+        match self {
+            Pending::Ready(answers, queued) => (answers, queued),
+            Pending::Committed(answers, queued, durable) => match durable.wait().await {
+                Ok(()) => (answers, queued),
+                Err(e) => {
+                    let why = StoreError::from(e);
+                    tracing::error!(writer = name, error = %why, "a batch's commit failed");
+                    let failed = answers
+                        .iter()
+                        .map(|_| Err(StoreError::Batch(why.to_string()).into()))
+                        .collect();
+                    (failed, Queued::default())
+                }
+            },
+        }
+    }
+}
