@@ -59,6 +59,10 @@ pub(crate) async fn run(
     };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut slots = Slots::default();
+    // After a claim that found nothing, a wake-up first reads when the next delivery is
+    // due: a claim is a write (on SQLite it takes the write lock), and most wake-ups of
+    // an idle worker (every committed card transaction, say) find nothing to send.
+    let mut idle = false;
     loop {
         while let Some(done) = tasks.try_join_next_with_id() {
             slots.done(task_id(done));
@@ -68,20 +72,37 @@ pub(crate) async fn run(
         }
         let mut wait = POLL;
         if tasks.len() < MAX_IN_FLIGHT {
-            let skip = slots.saturated();
-            let limit = slots.batch_limit(MAX_IN_FLIGHT - tasks.len());
-            match claim(&state, &skip, limit).await {
-                Ok(batch) if !batch.is_empty() => {
-                    for claimed in batch {
-                        let handle =
-                            tasks.spawn(attempt(state.clone(), client.clone(), claimed.clone()));
-                        slots.add(handle.id(), claimed);
+            let due = if idle {
+                due_in(&state).await
+            } else {
+                Some(Duration::ZERO)
+            };
+            match due {
+                Some(d) if d.is_zero() => {
+                    let skip = slots.saturated();
+                    let limit = slots.batch_limit(MAX_IN_FLIGHT - tasks.len());
+                    match claim(&state, &skip, limit).await {
+                        Ok(batch) if !batch.is_empty() => {
+                            idle = false;
+                            for claimed in batch {
+                                let handle = tasks.spawn(attempt(
+                                    state.clone(),
+                                    client.clone(),
+                                    claimed.clone(),
+                                ));
+                                slots.add(handle.id(), claimed);
+                            }
+                            continue;
+                        }
+                        Ok(_) if skip.is_empty() => {
+                            idle = true;
+                            wait = idle_wait(due_in(&state).await);
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not claim webhook deliveries"),
                     }
-                    continue;
                 }
-                Ok(_) if skip.is_empty() => wait = idle_wait(&state).await,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "could not claim webhook deliveries"),
+                other => wait = idle_wait(other),
             }
         }
         tokio::select! {
@@ -186,22 +207,31 @@ fn task_id(done: Result<(Id, ()), tokio::task::JoinError>) -> Id {
 }
 
 /// How long an idle dispatcher may sleep: until the next due delivery, within bounds.
-async fn idle_wait(state: &AppState) -> Duration {
+/// How long until the next delivery can be claimed (zero: now; None: none is pending).
+/// A read error counts as due now, so the claim that follows reports it.
+async fn due_in(state: &AppState) -> Option<Duration> {
     let due = async {
         let mut conn = state.store.conn().await?;
         deliveries::next_due(&mut conn).await
     };
     match due.await {
-        Ok(Some(at)) => {
-            let micros = u64::try_from(at.saturating_sub(now_micros())).unwrap_or(0);
-            // A due delivery nobody could claim is another process's: look again soon.
-            Duration::from_micros(micros).clamp(Duration::from_millis(50), POLL)
-        }
-        Ok(None) => POLL,
+        Ok(Some(at)) => Some(Duration::from_micros(
+            u64::try_from(at.saturating_sub(now_micros())).unwrap_or(0),
+        )),
+        Ok(None) => None,
         Err(e) => {
             tracing::warn!(error = %e, "could not read the next due delivery");
-            POLL
+            Some(Duration::ZERO)
         }
+    }
+}
+
+/// How long an idle worker sleeps when the next delivery is due in `due`.
+fn idle_wait(due: Option<Duration>) -> Duration {
+    match due {
+        // A due delivery nobody could claim is another process's: look again soon.
+        Some(d) => d.clamp(Duration::from_millis(50), POLL),
+        None => POLL,
     }
 }
 
