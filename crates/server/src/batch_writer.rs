@@ -19,6 +19,7 @@
 
 use futures::future::BoxFuture;
 use issuing_store::group_commit::Stats;
+use issuing_store::writer::Lane;
 use issuing_store::{Durable, StoreError};
 use issuing_wire::ApiError;
 use std::hash::{Hash, Hasher};
@@ -42,8 +43,8 @@ pub(crate) struct Queued {
     pub deliveries: bool,
 }
 
-/// The workers a batch may wake.
-#[derive(Clone)]
+/// The workers a batch may wake (the default: none that anybody waits on).
+#[derive(Clone, Default)]
 pub(crate) struct Wakeups {
     pub orders: Arc<Notify>,
     pub deliveries: Arc<Notify>,
@@ -64,10 +65,10 @@ impl Wakeups {
 /// before telling anyone.
 pub(crate) type Applied<A> = (Answers<A>, Queued, Durable);
 
-/// Applies a batch (or, with `Some(i)`, only its item `i`) in one transaction. An `Err`
-/// means nothing was written.
+/// Applies a batch (or, with `Some(i)`, only its item `i`) in one transaction, on its
+/// writer's own connection (`Lane`, PostgreSQL). An `Err` means nothing was written.
 pub(crate) type ApplyFn<I, A> = Arc<
-    dyn Fn(Arc<Vec<I>>, Option<usize>) -> BoxFuture<'static, Result<Applied<A>, StoreError>>
+    dyn Fn(Arc<Vec<I>>, Option<usize>, Lane) -> BoxFuture<'static, Result<Applied<A>, StoreError>>
         + Send
         + Sync,
 >;
@@ -188,6 +189,7 @@ async fn run<I: Send + Sync + 'static, A: Send + 'static>(
     depth: usize,
 ) {
     use futures::stream::{FuturesOrdered, StreamExt};
+    let lane = Lane::default();
     let mut in_flight = FuturesOrdered::new();
     let mut open = true;
     loop {
@@ -210,6 +212,7 @@ async fn run<I: Send + Sync + 'static, A: Send + 'static>(
                     Arc::new(items),
                     replies,
                     apply.clone(),
+                    lane.clone(),
                     wakeups.clone(),
                     stats.clone(),
                 ));
@@ -226,10 +229,11 @@ async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
     items: Arc<Vec<I>>,
     replies: Vec<Reply<A>>,
     apply: ApplyFn<I, A>,
+    lane: Lane,
     wakeups: Wakeups,
     stats: Arc<Stats>,
 ) {
-    let pending = match apply(items.clone(), None).await {
+    let pending = match apply(items.clone(), None, lane.clone()).await {
         Ok((answers, queued, durable)) => Pending::Committed(answers, queued, durable),
         Err(why) if items.len() > 1 => {
             tracing::warn!(writer = name, error = %why, items = items.len(), "a batch failed; applying its items one by one");
@@ -237,7 +241,7 @@ async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
             let mut queued = Queued::default();
             for i in 0..items.len() {
                 stats.batches.fetch_add(1, Ordering::Relaxed);
-                let alone = match apply(items.clone(), Some(i)).await {
+                let alone = match apply(items.clone(), Some(i), lane.clone()).await {
                     Ok((mut answer, q, durable)) => match durable.wait().await {
                         Ok(()) => {
                             queued.orders |= q.orders;

@@ -94,20 +94,36 @@ pub(crate) fn from_row(r: &impl RowRead) -> Result<CardRecord, StoreError> {
     })
 }
 
-/// The project's cards `ids` that exist, by id, with the project's controls revision
-/// (`None` when the project has none of them).
+/// The project's cards `ids` that exist, by id, and the project's controls revision
+/// read with them (`None` when none of them exists), in one query.
 pub async fn many(
     conn: &mut BatchConn<'_>,
     project_id: &str,
     ids: &[&str],
-) -> Result<std::collections::HashMap<String, CardRecord>, StoreError> {
-    let rows = crate::query::project_rows_by_id(conn, "cards", "*", project_id, ids, false).await?;
-    rows.iter()
+) -> Result<(std::collections::HashMap<String, CardRecord>, Option<i64>), StoreError> {
+    let rows = conn
+        .rows_by_keys(
+            "cards JOIN projects ON projects.id = cards.project_id",
+            "cards.*, projects.controls_revision AS controls_revision",
+            "cards.id",
+            "cards.project_id = $1",
+            &[project_id.into()],
+            ids,
+            false,
+        )
+        .await?;
+    let revision = rows
+        .first()
+        .map(|r| r.int("controls_revision"))
+        .transpose()?;
+    let cards = rows
+        .iter()
         .map(|r| {
             let card = from_row(r)?;
             Ok((card.id.clone(), card))
         })
-        .collect()
+        .collect::<Result<_, StoreError>>()?;
+    Ok((cards, revision))
 }
 
 pub async fn insert(conn: &mut Conn, c: &CardRecord) -> Result<(), StoreError> {

@@ -102,6 +102,11 @@ impl Backend {
     }
 }
 
+/// Every PostgreSQL connection's settings. A batch writer's statement of many CTEs is
+/// costed high enough to be compiled, which took 150 ms where running it takes 18
+/// (measured: docs/benchmarks.md); no query here gains from it.
+const POSTGRES_SETUP: &str = "SET jit = off";
+
 /// Bounds on the pool: enough for 2 cores and a few workers, small enough that a burst
 /// queues in the pool instead of overwhelming the database.
 const SQLITE_POOL_SIZE: u32 = 8;
@@ -181,10 +186,7 @@ impl Store {
                     .acquire_timeout(ACQUIRE_TIMEOUT)
                     .after_connect(|conn, _| {
                         Box::pin(async move {
-                            // A batch writer's statement of many CTEs is costed high enough
-                            // to be compiled, which took 150 ms where running it takes 18
-                            // (measured: docs/benchmarks.md); no query here gains from it.
-                            conn.execute("SET jit = off").await?;
+                            conn.execute(POSTGRES_SETUP).await?;
                             Ok(())
                         })
                     })
@@ -218,6 +220,13 @@ impl Store {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// A PostgreSQL connection of its own, outside the pool, set up as the pool's are.
+    pub(crate) async fn connect_own(&self) -> Result<AnyConnection, StoreError> {
+        let mut conn = <AnyConnection as sqlx::Connection>::connect(&self.url).await?;
+        conn.execute(POSTGRES_SETUP).await?;
+        Ok(conn)
     }
 
     /// The SQLite batch writer, started on first use.

@@ -2,7 +2,7 @@
 //! also the job queue the order worker drains (`next_attempt_at`, leases).
 
 use crate::query::Filter;
-use crate::writer::{AsBatch, BatchConn, RowRead};
+use crate::writer::{AsBatch, BatchConn, Param, RowRead};
 use crate::{Backend, Conn, StoreError};
 use sqlx::Row;
 
@@ -149,6 +149,78 @@ pub async fn save_step(
     lease: Lease,
 ) -> Result<(), StoreError> {
     save_step_on(&mut conn.as_batch(), o, worker_id, lease).await
+}
+
+/// Saves many orders as `save_step` with `Lease::Release` saves one, each fenced on
+/// its worker's lease; answers which were saved (a worker that lost its lease saves
+/// nothing). PostgreSQL gets one statement; SQLite's writer thread one cached statement
+/// per order.
+pub async fn release_many_on(
+    conn: &mut BatchConn<'_>,
+    saves: &[(&OrderRecord, &str)],
+) -> Result<Vec<bool>, StoreError> {
+    if conn.backend() == Backend::Sqlite || saves.len() < 2 {
+        let mut saved = Vec::with_capacity(saves.len());
+        for (order, worker) in saves {
+            saved.push(
+                match save_step_on(conn, order, worker, Lease::Release).await {
+                    Ok(()) => true,
+                    Err(StoreError::LeaseLost(_)) => false,
+                    Err(e) => return Err(e),
+                },
+            );
+        }
+        return Ok(saved);
+    }
+    const COLUMNS: usize = 17;
+    let mut params: Vec<Param<'_>> = Vec::with_capacity(saves.len() * COLUMNS);
+    let datas: Vec<String> = saves.iter().map(|(o, _)| o.data.to_string()).collect();
+    let mut updates = Vec::with_capacity(saves.len());
+    for (i, ((o, worker), data)) in saves.iter().zip(&datas).enumerate() {
+        let p = |k: usize| format!("${}", i * COLUMNS + k);
+        updates.push(format!(
+            "s{i} AS (UPDATE orders SET status = {}, balance_after = {}, last_error = {}, \
+             last_error_slug = {}, data = {}, issue_status = {}, topup_status = {}, is_issued = {}, \
+             provider_card_status = {}, attempts = {}, next_attempt_at = {}, updated_at = {}, \
+             completed_at = {}, failed_at = {}, locked_until = NULL, locked_by = NULL \
+             WHERE id = {} AND project_id = {} AND locked_by = {} RETURNING id)",
+            p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11), p(12), p(13),
+            p(14), p(15), p(16), p(17)
+        ));
+        params.extend([
+            Param::from(o.status.as_str()),
+            o.balance_after.into(),
+            (&o.last_error).into(),
+            (&o.last_error_slug).into(),
+            data.as_str().into(),
+            (&o.issue_status).into(),
+            (&o.topup_status).into(),
+            o.is_issued.map(i64::from).into(),
+            (&o.provider_card_status).into(),
+            o.attempts.into(),
+            o.next_attempt_at.into(),
+            o.updated_at.into(),
+            o.completed_at.into(),
+            o.failed_at.into(),
+            o.id.as_str().into(),
+            o.project_id.as_str().into(),
+            (*worker).into(),
+        ]);
+    }
+    let all: Vec<String> = (0..saves.len())
+        .map(|i| format!("SELECT id FROM s{i}"))
+        .collect();
+    let sql = format!(
+        "WITH {} SELECT id FROM ({}) AS saved",
+        updates.join(", "),
+        all.join(" UNION ALL ")
+    );
+    let rows = conn.rows(&sql, &params).await?;
+    let saved: std::collections::HashSet<String> = rows
+        .iter()
+        .map(|r| r.text("id"))
+        .collect::<Result<_, _>>()?;
+    Ok(saves.iter().map(|(o, _)| saved.contains(&o.id)).collect())
 }
 
 /// `save_step` on a batch writer's connection.

@@ -248,15 +248,23 @@ pub fn rows_of_list(
         crate::Backend::Postgres => {
             let lock = if lock { " FOR UPDATE" } else { "" };
             format!(
-                "SELECT {columns} FROM jsonb_array_elements_text(${n}::jsonb) WITH ORDINALITY \
+                "SELECT found.* FROM jsonb_array_elements_text(${n}::jsonb) WITH ORDINALITY \
                  AS list (item, place) CROSS JOIN LATERAL (SELECT {columns} FROM {table} \
                  WHERE {scope} AND {key} = list.item LIMIT 1{lock}) AS found ORDER BY list.place"
             )
         }
-        crate::Backend::Sqlite => format!(
-            "SELECT {columns} FROM {table} WHERE {scope} AND {key} IN (SELECT value FROM json_each(${n})) \
-             ORDER BY (SELECT key FROM json_each(${n}) WHERE value = {table}.{key})"
-        ),
+        crate::Backend::Sqlite => {
+            // Qualified: `json_each` has columns of its own (`id`, `key`, …).
+            let outer = if key.contains('.') {
+                key.to_owned()
+            } else {
+                format!("{table}.{key}")
+            };
+            format!(
+                "SELECT {columns} FROM {table} WHERE {scope} AND {key} IN (SELECT value FROM json_each(${n})) \
+                 ORDER BY (SELECT key FROM json_each(${n}) WHERE value = {outer})"
+            )
+        }
     }
 }
 

@@ -14,10 +14,48 @@ pub async fn record_op(
     amount: Option<i64>,
     now: i64,
 ) -> Result<(String, Option<i64>, bool), StoreError> {
-    let inserted = conn
-        .execute(
-            "INSERT INTO sandbox_provider_ops (idempotency_key, operation, provider_card_id, amount, \
-             created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+    // One statement: the row this call inserted, or else the one holding the key.
+    let sql = match conn.backend() {
+        crate::Backend::Postgres => {
+            "WITH new AS (INSERT INTO sandbox_provider_ops (idempotency_key, operation, \
+             provider_card_id, amount, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT DO NOTHING RETURNING provider_card_id, amount) \
+             SELECT provider_card_id, amount, 1 AS inserted FROM new UNION ALL \
+             SELECT provider_card_id, amount, 0 AS inserted FROM sandbox_provider_ops \
+             WHERE idempotency_key = $1 AND NOT EXISTS (SELECT 1 FROM new)"
+        }
+        // Two cached statements on the writer's thread cost microseconds.
+        crate::Backend::Sqlite => {
+            let inserted = conn
+                .execute(
+                    "INSERT INTO sandbox_provider_ops (idempotency_key, operation, provider_card_id, \
+                     amount, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[
+                        idempotency_key.into(),
+                        operation.into(),
+                        provider_card_id.into(),
+                        amount.into(),
+                        now.into(),
+                    ],
+                )
+                .await?;
+            let row = conn
+                .row(
+                    "SELECT provider_card_id, amount FROM sandbox_provider_ops WHERE idempotency_key = $1",
+                    &[idempotency_key.into()],
+                )
+                .await?
+                .ok_or(StoreError::NotFound("sandbox operation"))?;
+            return Ok((
+                row.text("provider_card_id")?,
+                row.opt_int("amount")?,
+                inserted == 1,
+            ));
+        }
+    };
+    let row = conn
+        .row(
+            sql,
             &[
                 idempotency_key.into(),
                 operation.into(),
@@ -27,18 +65,11 @@ pub async fn record_op(
             ],
         )
         .await?
-        == 1;
-    let row = conn
-        .row(
-            "SELECT provider_card_id, amount FROM sandbox_provider_ops WHERE idempotency_key = $1",
-            &[idempotency_key.into()],
-        )
-        .await?
         .ok_or(StoreError::NotFound("sandbox operation"))?;
     Ok((
         row.text("provider_card_id")?,
         row.opt_int("amount")?,
-        inserted,
+        row.int("inserted")? == 1,
     ))
 }
 

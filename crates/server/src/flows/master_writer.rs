@@ -153,11 +153,11 @@ impl MasterWriter {
         deliveries_wakeup: Arc<Notify>,
     ) -> MasterWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
-        let apply: ApplyFn<Item, Written> = Arc::new(move |items, only| {
+        let apply: ApplyFn<Item, Written> = Arc::new(move |items, only, lane| {
             let store = store.clone();
             Box::pin(async move {
                 let ((answers, queued), durable) = store
-                    .write_batch(move |mut conn| {
+                    .write_batch_in(&lane, move |mut conn| {
                         Box::pin(async move {
                             let picked: Vec<&Item> = match only {
                                 Some(i) => items.get(i).into_iter().collect(),

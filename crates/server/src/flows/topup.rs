@@ -18,7 +18,7 @@ use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
 use issuing_store::ledger;
 use issuing_store::ledger_batch::Planned;
-use issuing_store::orders::{self, Lease, OrderRecord};
+use issuing_store::orders::{self, OrderRecord};
 use issuing_store::writer::AsBatch;
 use issuing_store::writer::BatchConn;
 use issuing_store::{Conn, StoreError};
@@ -168,19 +168,21 @@ pub(crate) async fn confirmed(
     }
     let cards: Vec<&str> = found.iter().map(|(_, c)| c.card_id.as_str()).collect();
     let funds = ledger::card_accounts(conn, project_id, &cards).await?;
+    let saves: Vec<(&OrderRecord, &str)> = found
+        .iter()
+        .map(|(_, c)| (&c.order, c.worker.as_str()))
+        .collect();
+    let saved = orders::release_many_on(conn, &saves).await?;
     let mut transfers = Vec::with_capacity(found.len());
-    for (i, c) in found {
+    for ((i, c), saved) in found.into_iter().zip(saved) {
+        if !saved {
+            let lost = StoreError::LeaseLost(c.order.id.clone());
+            transfers.push((i, Err(ApiError::from(lost))));
+            continue;
+        }
         let Some((card_account, _)) = funds.get(&c.card_id) else {
             return Err(StoreError::NotFound("card account"));
         };
-        match orders::save_step_on(conn, &c.order, &c.worker, Lease::Release).await {
-            Ok(()) => {}
-            Err(lost @ StoreError::LeaseLost(_)) => {
-                transfers.push((i, Err(ApiError::from(lost))));
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
         let transfer = Transfer::simple(
             TransferKind::CardTopup,
             accounts.in_flight.clone(),

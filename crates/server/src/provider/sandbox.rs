@@ -16,6 +16,7 @@
 //! operation is recorded, so a declined call leaves no provider-side record.
 
 use super::{CardSecrets, CreateCard, IssuedCard, Provider, ProviderError};
+use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use issuing_domain::ids::new_id;
@@ -24,6 +25,7 @@ use issuing_store::{sandbox, Store};
 use issuing_wire::Amount;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Failure injection and latency for tests and demos.
@@ -40,9 +42,20 @@ pub struct SandboxConfig {
 }
 
 pub struct SandboxProvider {
-    store: Store,
     config: SandboxConfig,
     transient_left: AtomicU32,
+    /// The provider's books (`sandbox_provider_ops`), written a batch at a time: many
+    /// orders' provider calls run at once, and each would otherwise be a transaction.
+    books: BatchWriter<BookEntry, String>,
+}
+
+/// An operation for the books, under its idempotency key.
+struct BookEntry {
+    key: String,
+    op: &'static str,
+    card: String,
+    amount: Option<i64>,
+    now: i64,
 }
 
 /// A test BIN; every sandbox PAN starts with it.
@@ -71,10 +84,36 @@ pub fn declines_holder(holder_name: &str) -> bool {
 impl SandboxProvider {
     pub fn new(store: Store, config: SandboxConfig) -> Self {
         let transient_left = AtomicU32::new(config.transient_failures);
+        let shape = Shape::of(store.backend(), 1);
+        let apply: ApplyFn<BookEntry, String> = Arc::new(move |entries, only, lane| {
+            let store = store.clone();
+            Box::pin(async move {
+                let (answers, durable) = store
+                    .write_batch_in(&lane, move |mut conn| {
+                        Box::pin(async move {
+                            let picked: Vec<&BookEntry> = match only {
+                                Some(i) => entries.get(i).into_iter().collect(),
+                                None => entries.iter().collect(),
+                            };
+                            let mut answers = Vec::with_capacity(picked.len());
+                            for e in picked {
+                                let (card, _, _) = sandbox::record_op(
+                                    &mut conn, &e.key, e.op, &e.card, e.amount, e.now,
+                                )
+                                .await?;
+                                answers.push(Ok(card));
+                            }
+                            Ok(answers)
+                        })
+                    })
+                    .await?;
+                Ok((answers, Queued::default(), durable))
+            })
+        });
         SandboxProvider {
-            store,
             config,
             transient_left,
+            books: BatchWriter::start("sandbox_books", shape, apply, Wakeups::default()),
         }
     }
 
@@ -94,34 +133,26 @@ impl SandboxProvider {
         Ok(())
     }
 
+    /// Records an operation under its key unless one holds it (a repeated call), and
+    /// answers the provider card id of the first; durable before it answers.
     async fn record(
         &self,
         key: &str,
-        op: &str,
+        op: &'static str,
         card: &str,
         amount: Option<i64>,
     ) -> Result<String, ProviderError> {
-        // A write of its own, through the batch writers' path: on SQLite the writer's
-        // thread, in turn with every other writer (a plain autocommit insert would meet
-        // the write lock held and sleep in SQLite's busy handler).
-        let (key, op, card) = (key.to_owned(), op.to_owned(), card.to_owned());
-        let now = now_micros();
-        let (card, durable) = self
-            .store
-            .write_batch(move |mut conn| {
-                Box::pin(async move {
-                    sandbox::record_op(&mut conn, &key, &op, &card, amount, now)
-                        .await
-                        .map(|(card, _, _)| card)
-                })
-            })
+        let entry = BookEntry {
+            key: key.to_owned(),
+            op,
+            card: card.to_owned(),
+            amount,
+            now: now_micros(),
+        };
+        self.books
+            .submit(key, entry)
             .await
-            .map_err(|e| ProviderError::Transient(e.to_string()))?;
-        durable
-            .wait()
-            .await
-            .map_err(|e| ProviderError::Transient(e.to_string()))?;
-        Ok(card)
+            .map_err(|e| ProviderError::Transient(e.message))
     }
 }
 

@@ -12,9 +12,49 @@ pub(crate) use sqlite::SqliteWriter;
 use crate::{Backend, Durable, Store, StoreError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use sqlx::AnyConnection;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+/// A PostgreSQL batch writer's own connection, outside the pool: a writer that holds
+/// its hot rows for a whole batch should not wait for a pooled connection behind the
+/// requests it serves. Opened on first use, and again after it failed. (SQLite's batches
+/// all run on the writer's thread.)
+#[derive(Clone, Default)]
+pub struct Lane(Arc<tokio::sync::Mutex<Option<AnyConnection>>>);
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane").finish_non_exhaustive()
+    }
+}
 
 impl Store {
+    /// `write_batch` on `lane`'s own connection (PostgreSQL); on SQLite the same as
+    /// `write_batch`.
+    pub async fn write_batch_in<T, F>(&self, lane: &Lane, f: F) -> Result<(T, Durable), StoreError>
+    where
+        F: for<'c> FnOnce(BatchConn<'c>) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.backend() == Backend::Sqlite {
+            return self.write_batch(f).await;
+        }
+        let mut own = lane.0.lock().await;
+        let conn = match own.as_mut() {
+            Some(conn) => conn,
+            None => own.insert(self.connect_own().await?),
+        };
+        let result = in_transaction(conn, f).await;
+        if let Err(StoreError::Database(e)) = &result {
+            // A broken connection is opened again by the next batch; a statement's error
+            // leaves it usable, but a fresh one costs little and is surely clean.
+            tracing::warn!(error = %e, "a batch writer's connection is dropped after an error");
+            *own = None;
+        }
+        result
+    }
+
     /// Runs `f` in one write transaction: committed if it answers `Ok`, rolled back
     /// otherwise. Answers once committed; the commit may be announced only after the
     /// `Durable` is waited for. SQLite runs every batch on one thread, one at a time;
@@ -27,22 +67,35 @@ impl Store {
         if self.backend() == Backend::Sqlite {
             return self.sqlite_writer()?.run(f).await;
         }
-        let mut tx = self.begin().await?;
-        let ran = AssertUnwindSafe(f(BatchConn::Sqlx(&mut tx)))
-            .catch_unwind()
-            .await;
-        match ran {
-            Ok(Ok(value)) => Ok((value, tx.commit_deferred().await?)),
-            Ok(Err(e)) => {
-                // Dropping the transaction rolls it back too.
-                let _ = tx.rollback().await;
-                Err(e)
-            }
-            Err(_) => {
-                let _ = tx.rollback().await;
-                tracing::error!("a write batch panicked; rolled back");
-                Err(StoreError::Batch("the batch panicked".into()))
-            }
+        let mut conn = self.conn().await?;
+        in_transaction(&mut conn, f).await
+    }
+}
+
+/// `f` in one PostgreSQL transaction on `conn`: committed (durable once it returns) if
+/// `f` answers `Ok`, rolled back otherwise.
+async fn in_transaction<T, F>(conn: &mut AnyConnection, f: F) -> Result<(T, Durable), StoreError>
+where
+    F: for<'c> FnOnce(BatchConn<'c>) -> BoxFuture<'c, Result<T, StoreError>>,
+{
+    let mut tx = sqlx::Connection::begin(conn).await?;
+    let ran = AssertUnwindSafe(f(BatchConn::Sqlx(&mut tx)))
+        .catch_unwind()
+        .await;
+    match ran {
+        Ok(Ok(value)) => {
+            tx.commit().await?;
+            Ok((value, Durable::new(None, None)))
+        }
+        Ok(Err(e)) => {
+            // Dropping the transaction rolls it back too.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+        Err(_) => {
+            let _ = tx.rollback().await;
+            tracing::error!("a write batch panicked; rolled back");
+            Err(StoreError::Batch("the batch panicked".into()))
         }
     }
 }
