@@ -139,7 +139,7 @@ pub async fn start(
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
         auth_writer,
         decisions: GroupCommit::start(store.clone(), "decisions"),
-        webhook_outcomes: GroupCommit::start(store.clone(), "webhook_outcomes"),
+        webhook_outcomes: crate::workers::outcomes::OutcomeWriter::start(store.clone()),
         decision_http,
     });
     for _ in 0..workers {

@@ -51,8 +51,8 @@ pub(crate) struct Shared {
     pub auth_writer: crate::network::auth_writer::AuthWriter,
     /// Group commit for decision webhook answers: each changes one authorization.
     pub decisions: GroupCommit,
-    /// Group commit for webhook attempt outcomes: each updates its own delivery.
-    pub webhook_outcomes: GroupCommit,
+    /// The writer of webhook attempt outcomes (`workers/outcomes.rs`).
+    pub webhook_outcomes: crate::workers::outcomes::OutcomeWriter,
     /// The HTTP client of decision webhooks (no redirects; the SSRF guard in production);
     /// each call sets its own time.
     pub decision_http: reqwest::Client,

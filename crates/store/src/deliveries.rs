@@ -4,11 +4,10 @@
 //! so an attempt is never recorded twice, and a crashed worker's claim simply expires.
 
 use crate::query::{find_page, Filter, Source};
-use crate::writer::AsBatch;
+use crate::writer::{AsBatch, BatchConn, Param, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_wire::PageRequest;
-use sqlx::any::AnyRow;
 use sqlx::Row;
 
 pub const SORT_KEYS: &[&str] = &["created_at", "updated_at"];
@@ -33,23 +32,23 @@ pub struct DeliveryRecord {
     pub completed_at: Option<i64>,
 }
 
-pub(crate) fn from_row(r: &AnyRow) -> Result<DeliveryRecord, StoreError> {
+pub(crate) fn from_row(r: &impl RowRead) -> Result<DeliveryRecord, StoreError> {
     Ok(DeliveryRecord {
-        id: r.try_get("id")?,
-        project_id: r.try_get("project_id")?,
-        event_id: r.try_get("event_id")?,
-        subscription_id: r.try_get("subscription_id")?,
-        event_type: r.try_get("event_type")?,
-        state: r.try_get("state")?,
-        attempts: r.try_get("attempts")?,
-        last_status: r.try_get("last_status")?,
-        last_error: r.try_get("last_error")?,
-        last_attempt_at: r.try_get("last_attempt_at")?,
-        next_attempt_at: r.try_get("next_attempt_at")?,
-        window_start: r.try_get("window_start")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-        completed_at: r.try_get("completed_at")?,
+        id: r.text("id")?,
+        project_id: r.text("project_id")?,
+        event_id: r.text("event_id")?,
+        subscription_id: r.text("subscription_id")?,
+        event_type: r.text("event_type")?,
+        state: r.text("state")?,
+        attempts: r.int("attempts")?,
+        last_status: r.opt_int("last_status")?,
+        last_error: r.opt_text("last_error")?,
+        last_attempt_at: r.opt_int("last_attempt_at")?,
+        next_attempt_at: r.opt_int("next_attempt_at")?,
+        window_start: r.int("window_start")?,
+        created_at: r.int("created_at")?,
+        updated_at: r.int("updated_at")?,
+        completed_at: r.opt_int("completed_at")?,
     })
 }
 
@@ -133,42 +132,39 @@ pub struct Claimed {
 /// processes claim different deliveries at once; SQLite serialises claims under its
 /// write lock.
 pub async fn claim_due(
-    conn: &mut Conn,
-    backend: Backend,
+    conn: &mut BatchConn<'_>,
     now: i64,
     lease_until: i64,
     skip: &[String],
     limit: i64,
 ) -> Result<Vec<Claimed>, StoreError> {
-    let lock = match backend {
+    let lock = match conn.backend() {
         Backend::Postgres => " FOR UPDATE SKIP LOCKED",
         Backend::Sqlite => "",
     };
     let skip_sql = if skip.is_empty() {
         String::new()
     } else {
-        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 6)).collect();
+        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 5)).collect();
         format!(" AND subscription_id NOT IN ({})", ps.join(", "))
     };
     let sql = format!(
         "UPDATE webhook_deliveries SET locked_until = $1, locked_by = $2, attempts = attempts + 1, \
          last_attempt_at = $3, updated_at = $3 WHERE id IN \
-         (SELECT id FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $4 \
-          AND (locked_until IS NULL OR locked_until < $4){skip_sql}{NOT_SUSPENDED} \
-          ORDER BY next_attempt_at, id LIMIT $5{lock}) \
+         (SELECT id FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $3 \
+          AND (locked_until IS NULL OR locked_until < $3){skip_sql}{NOT_SUSPENDED} \
+          ORDER BY next_attempt_at, id LIMIT $4{lock}) \
          RETURNING *"
     );
     let token = new_id();
-    let mut q = sqlx::query(&sql)
-        .bind(lease_until)
-        .bind(&token)
-        .bind(now)
-        .bind(now)
-        .bind(limit.max(1));
-    for s in skip {
-        q = q.bind(s.as_str());
-    }
-    let rows = q.fetch_all(&mut *conn).await?;
+    let mut params: Vec<Param<'_>> = vec![
+        lease_until.into(),
+        token.as_str().into(),
+        now.into(),
+        limit.max(1).into(),
+    ];
+    params.extend(skip.iter().map(Param::from));
+    let rows = conn.rows(&sql, &params).await?;
     let mut claimed = rows
         .iter()
         .map(|row| {
@@ -205,29 +201,31 @@ pub struct Outcome {
 /// the lease was lost (or the delivery was ended meanwhile, by unsubscribe), nothing is
 /// written and false is returned.
 pub async fn record(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     claimed: &Claimed,
     outcome: &Outcome,
     now: i64,
 ) -> Result<bool, StoreError> {
     let completed_at = (outcome.state != "pending").then_some(now);
-    let done = sqlx::query(
-        "UPDATE webhook_deliveries SET state = $1, last_status = $2, last_error = $3, \
-         next_attempt_at = $4, completed_at = $5, updated_at = $6, locked_until = NULL, locked_by = NULL \
-         WHERE id = $7 AND project_id = $8 AND locked_by = $9 AND state = 'pending'",
-    )
-    .bind(outcome.state)
-    .bind(outcome.last_status)
-    .bind(&outcome.last_error)
-    .bind(outcome.next_attempt_at)
-    .bind(completed_at)
-    .bind(now)
-    .bind(&claimed.delivery.id)
-    .bind(&claimed.delivery.project_id)
-    .bind(&claimed.token)
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    let done = conn
+        .execute(
+            "UPDATE webhook_deliveries SET state = $1, last_status = $2, last_error = $3, \
+             next_attempt_at = $4, completed_at = $5, updated_at = $6, locked_until = NULL, locked_by = NULL \
+             WHERE id = $7 AND project_id = $8 AND locked_by = $9 AND state = 'pending'",
+            &[
+                outcome.state.into(),
+                outcome.last_status.into(),
+                (&outcome.last_error).into(),
+                outcome.next_attempt_at.into(),
+                completed_at.into(),
+                now.into(),
+                claimed.delivery.id.as_str().into(),
+                claimed.delivery.project_id.as_str().into(),
+                claimed.token.as_str().into(),
+            ],
+        )
+        .await?;
+    Ok(done == 1)
 }
 
 /// Gives a claim back untouched (the attempt was never sent), due again at once.
@@ -244,24 +242,19 @@ pub async fn release(conn: &mut Conn, claimed: &Claimed) -> Result<(), StoreErro
 }
 
 pub(crate) async fn fail_pending_of_subscription(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     subscription_id: &str,
     reason: &str,
     now: i64,
 ) -> Result<u64, StoreError> {
-    let done = sqlx::query(
+    conn.execute(
         "UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, completed_at = $1, \
          updated_at = $1, last_error = COALESCE(last_error, $2) \
          WHERE project_id = $3 AND subscription_id = $4 AND state = 'pending'",
+        &[now.into(), reason.into(), project_id.into(), subscription_id.into()],
     )
-    .bind(now)
-    .bind(reason)
-    .bind(project_id)
-    .bind(subscription_id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(done.rows_affected())
+    .await
 }
 
 /// The earliest time a delivery can be claimed (a leased one when its lease ends), so
@@ -303,29 +296,39 @@ pub struct SendInfo {
     pub payload: serde_json::Value,
 }
 
-pub async fn send_info(
-    conn: &mut Conn,
-    d: &DeliveryRecord,
-) -> Result<Option<SendInfo>, StoreError> {
-    let row = sqlx::query(
-        "SELECT e.payload, s.url, s.active FROM events e \
-         JOIN webhook_subscriptions s ON s.project_id = e.project_id AND s.id = $1 \
-         WHERE e.id = $2 AND e.project_id = $3",
-    )
-    .bind(&d.subscription_id)
-    .bind(&d.event_id)
-    .bind(&d.project_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(row) = row else { return Ok(None) };
-    let payload: String = row.try_get("payload")?;
-    let active: i64 = row.try_get("active")?;
-    Ok(Some(SendInfo {
-        url: row.try_get("url")?,
-        subscription_active: active != 0,
-        payload: serde_json::from_str(&payload)
-            .map_err(|e| StoreError::Corrupt(format!("event payload: {e}")))?,
-    }))
+/// What sending each of `claimed` needs, by delivery id, in one query: its event's
+/// payload and its subscription's URL and state. A delivery whose event or
+/// subscription is gone is left out.
+pub async fn send_infos(
+    conn: &mut BatchConn<'_>,
+    claimed: &[&DeliveryRecord],
+) -> Result<std::collections::HashMap<String, SendInfo>, StoreError> {
+    let ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
+    let rows = conn
+        .rows_by_keys(
+            "webhook_deliveries d JOIN events e ON e.id = d.event_id AND e.project_id = d.project_id \
+             JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.project_id = d.project_id",
+            "d.id AS delivery_id, e.payload AS payload, s.url AS url, s.active AS active",
+            "d.id",
+            "1 = $1",
+            &[1_i64.into()],
+            &ids,
+            false,
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.text("delivery_id")?,
+                SendInfo {
+                    url: row.text("url")?,
+                    subscription_active: row.int("active")? != 0,
+                    payload: serde_json::from_str(&row.text("payload")?)
+                        .map_err(|e| StoreError::Corrupt(format!("event payload: {e}")))?,
+                },
+            ))
+        })
+        .collect()
 }
 
 pub async fn get(

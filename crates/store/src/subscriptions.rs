@@ -1,7 +1,7 @@
 //! Webhook subscriptions of a project. Every query is scoped by project.
 
 use crate::query::{find_page, Filter, Source};
-use crate::writer::{BatchConn, RowRead};
+use crate::writer::{AsBatch, BatchConn, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::Row;
@@ -120,23 +120,20 @@ pub async fn active(
 /// Deactivates a subscription and ends its pending deliveries as failed, in the
 /// caller's transaction. Returns false when it was already inactive.
 pub async fn deactivate(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     id: &str,
     reason: &str,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "UPDATE webhook_subscriptions SET active = 0, deactivated_at = $1, deactivated_reason = $2, \
-         updated_at = $1 WHERE project_id = $3 AND id = $4 AND active = 1",
-    )
-    .bind(now)
-    .bind(reason)
-    .bind(project_id)
-    .bind(id)
-    .execute(&mut *conn)
-    .await?;
-    if done.rows_affected() == 0 {
+    let done = conn
+        .execute(
+            "UPDATE webhook_subscriptions SET active = 0, deactivated_at = $1, deactivated_reason = $2, \
+             updated_at = $1 WHERE project_id = $3 AND id = $4 AND active = 1",
+            &[now.into(), reason.into(), project_id.into(), id.into()],
+        )
+        .await?;
+    if done == 0 {
         return Ok(false);
     }
     crate::deliveries::fail_pending_of_subscription(conn, project_id, id, reason, now).await?;
@@ -167,14 +164,16 @@ pub async fn find(
 pub const FAILING: &str = "failing";
 
 /// A receiver answered an attempt with success: the subscription is healthy again.
-pub async fn note_success(conn: &mut Conn, project_id: &str, id: &str) -> Result<(), StoreError> {
-    sqlx::query(
+pub async fn note_success(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    id: &str,
+) -> Result<(), StoreError> {
+    conn.execute(
         "UPDATE webhook_subscriptions SET failing_since = NULL \
          WHERE project_id = $1 AND id = $2 AND failing_since IS NOT NULL",
+        &[project_id.into(), id.into()],
     )
-    .bind(project_id)
-    .bind(id)
-    .execute(&mut *conn)
     .await?;
     Ok(())
 }
@@ -182,30 +181,26 @@ pub async fn note_success(conn: &mut Conn, project_id: &str, id: &str) -> Result
 /// A receiver failed an attempt: starts the failing clock unless it runs already.
 /// Returns since when every attempt has failed, while the subscription is active.
 pub async fn note_failure(
-    conn: &mut Conn,
+    conn: &mut BatchConn<'_>,
     project_id: &str,
     id: &str,
     now: i64,
 ) -> Result<Option<i64>, StoreError> {
-    sqlx::query(
+    conn.execute(
         "UPDATE webhook_subscriptions SET failing_since = $1 \
          WHERE project_id = $2 AND id = $3 AND failing_since IS NULL AND active = 1",
+        &[now.into(), project_id.into(), id.into()],
     )
-    .bind(now)
-    .bind(project_id)
-    .bind(id)
-    .execute(&mut *conn)
     .await?;
-    let row = sqlx::query(
-        "SELECT failing_since FROM webhook_subscriptions \
-         WHERE project_id = $1 AND id = $2 AND active = 1",
-    )
-    .bind(project_id)
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let row = conn
+        .row(
+            "SELECT failing_since FROM webhook_subscriptions \
+             WHERE project_id = $1 AND id = $2 AND active = 1",
+            &[project_id.into(), id.into()],
+        )
+        .await?;
     Ok(row
-        .map(|r| r.try_get::<Option<i64>, _>("failing_since"))
+        .map(|r| r.opt_int("failing_since"))
         .transpose()?
         .flatten())
 }
@@ -234,7 +229,14 @@ pub async fn deactivate_failing(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    crate::deliveries::fail_pending_of_subscription(conn, project_id, id, FAILING, now).await?;
+    crate::deliveries::fail_pending_of_subscription(
+        &mut conn.as_batch(),
+        project_id,
+        id,
+        FAILING,
+        now,
+    )
+    .await?;
     Ok(true)
 }
 

@@ -14,6 +14,7 @@ use issuing_domain::webhooks::{
 };
 use issuing_store::deliveries::{self, DeliveryFilter, DeliveryRecord};
 use issuing_store::subscriptions::{self, SubscriptionRecord};
+use issuing_store::writer::AsBatch;
 use issuing_wire::api::{
     Delivery, Page, RedeliverResponse, Subscription, WhSubscribe, WhUnsubscribe,
 };
@@ -110,7 +111,7 @@ pub(crate) async fn unsubscribe(
         return Err(not_found().into());
     }
     subscriptions::deactivate(
-        &mut tx,
+        &mut tx.as_batch(),
         &caller.project_id,
         &id,
         "unsubscribed",

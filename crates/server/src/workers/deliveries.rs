@@ -9,14 +9,18 @@
 //! A crashed worker's claims expire and are taken up again: nothing is lost, and a
 //! receiver may see a delivery twice (it deduplicates by `delivery_id`).
 
+use super::outcomes::{Attempted, Receiver, Recorded};
 use crate::state::AppState;
 use crate::webhooks::{http, payload};
 use issuing_domain::time::now_micros;
-use issuing_store::deliveries::{self, Claimed, Outcome};
-use issuing_store::{projects, subscriptions, StoreError};
+use issuing_store::deliveries::{self, Claimed, Outcome, SendInfo};
+use issuing_store::projects::ApiKeyRecord;
+use issuing_store::writer::AsBatch;
+use issuing_store::{projects, StoreError};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::{Id, JoinSet};
 
 /// Attempts in flight per process: each holds a socket and, briefly, a DB connection.
@@ -59,6 +63,7 @@ pub(crate) async fn run(
     };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut slots = Slots::default();
+    let recording: Recording = Arc::new(Semaphore::new(RECORDING));
     // After a claim that found nothing, a wake-up first reads when the next delivery is
     // due: a claim is a write (on SQLite it takes the write lock), and most wake-ups of
     // an idle worker (every committed card transaction, say) find nothing to send.
@@ -84,11 +89,29 @@ pub(crate) async fn run(
                     match claim(&state, &skip, limit).await {
                         Ok(batch) if !batch.is_empty() => {
                             idle = false;
+                            let mut prepared = match prepare(&state, &batch).await {
+                                Ok(p) => p,
+                                Err(e) => {
+                                    // The claims expire and the deliveries are taken up again.
+                                    tracing::warn!(error = %e, "could not read what claimed webhooks send");
+                                    continue;
+                                }
+                            };
                             for claimed in batch {
+                                let ready = Ready {
+                                    info: prepared.infos.remove(&claimed.delivery.id),
+                                    key: prepared
+                                        .keys
+                                        .get(&claimed.delivery.project_id)
+                                        .cloned()
+                                        .flatten(),
+                                    claimed: claimed.clone(),
+                                };
                                 let handle = tasks.spawn(attempt(
                                     state.clone(),
                                     client.clone(),
-                                    claimed.clone(),
+                                    ready,
+                                    recording.clone(),
                                 ));
                                 slots.add(handle.id(), claimed);
                             }
@@ -206,7 +229,6 @@ fn task_id(done: Result<(Id, ()), tokio::task::JoinError>) -> Id {
     }
 }
 
-/// How long an idle dispatcher may sleep: until the next due delivery, within bounds.
 /// How long until the next delivery can be claimed (zero: now; None: none is pending).
 /// A read error counts as due now, so the claim that follows reports it.
 async fn due_in(state: &AppState) -> Option<Duration> {
@@ -235,26 +257,61 @@ fn idle_wait(due: Option<Duration>) -> Duration {
     }
 }
 
+/// Claims up to `limit` due deliveries in one write (on SQLite, on the batch writers'
+/// thread, in turn with them). A claim lost in a crash is harmless (the deliveries are
+/// due again), so it is not waited on to be durable.
 async fn claim(state: &AppState, skip: &[String], limit: i64) -> Result<Vec<Claimed>, StoreError> {
     let now = now_micros();
     let lease = micros(state.config.webhook_timeout + LEASE_MARGIN);
-    let mut tx = state.store.begin().await?;
-    let claimed = deliveries::claim_due(
-        &mut tx,
-        state.store.backend(),
-        now,
-        now + lease,
-        skip,
-        limit,
-    )
-    .await?;
-    tx.commit().await?;
+    let skip = skip.to_vec();
+    let (claimed, _durable) = state
+        .store
+        .write_batch(move |mut conn| {
+            Box::pin(async move {
+                deliveries::claim_due(&mut conn, now, now + lease, &skip, limit).await
+            })
+        })
+        .await?;
     Ok(claimed)
 }
 
-async fn attempt(state: AppState, client: reqwest::Client, claimed: Claimed) {
-    let id = claimed.delivery.id.clone();
-    if let Err(e) = deliver(&state, &client, claimed).await {
+/// What an attempt sends, read for a whole claimed batch at once: each delivery's event
+/// and subscription, and each project's newest valid key (`api_keys_of` is newest
+/// first: after a rotation, webhooks use the new key and secret at once, grace period
+/// or not).
+struct Prepared {
+    infos: HashMap<String, SendInfo>,
+    keys: HashMap<String, Option<ApiKeyRecord>>,
+}
+
+async fn prepare(state: &AppState, batch: &[Claimed]) -> Result<Prepared, StoreError> {
+    let mut conn = state.store.conn().await?;
+    let records: Vec<&deliveries::DeliveryRecord> = batch.iter().map(|c| &c.delivery).collect();
+    let infos = deliveries::send_infos(&mut conn.as_batch(), &records).await?;
+    let mut keys = HashMap::new();
+    for c in batch {
+        let project = &c.delivery.project_id;
+        if !keys.contains_key(project) {
+            let newest = projects::api_keys_of(&mut conn, project)
+                .await?
+                .into_iter()
+                .next();
+            keys.insert(project.clone(), newest);
+        }
+    }
+    Ok(Prepared { infos, keys })
+}
+
+/// What one attempt needs: its claim, and what `prepare` read for it.
+struct Ready {
+    claimed: Claimed,
+    info: Option<SendInfo>,
+    key: Option<ApiKeyRecord>,
+}
+
+async fn attempt(state: AppState, client: reqwest::Client, ready: Ready, recording: Recording) {
+    let id = ready.claimed.delivery.id.clone();
+    if let Err(e) = deliver(&state, &client, ready, recording).await {
         // The claim expires and the attempt is made again.
         tracing::warn!(delivery_id = %id, error = %e, "webhook attempt could not be completed; will retry");
     }
@@ -263,23 +320,14 @@ async fn attempt(state: AppState, client: reqwest::Client, claimed: Claimed) {
 async fn deliver(
     state: &AppState,
     client: &reqwest::Client,
-    claimed: Claimed,
+    ready: Ready,
+    recording: Recording,
 ) -> Result<(), StoreError> {
+    let Ready { claimed, info, key } = ready;
     let d = &claimed.delivery;
-    let (info, key) = {
-        let mut conn = state.store.conn().await?;
-        let info = deliveries::send_info(&mut conn, d).await?;
-        // The project's newest valid key (`api_keys_of` is newest first): after a
-        // rotation, webhooks use the new key and secret at once, grace period or not.
-        let key = projects::api_keys_of(&mut conn, &d.project_id)
-            .await?
-            .into_iter()
-            .next();
-        (info, key)
-    };
     let Some(info) = info.filter(|i| i.subscription_active) else {
         let outcome = ended("subscription is inactive");
-        return finish(state, &claimed, &outcome, Receiver::NotAsked).await;
+        return finish_later(state, claimed, outcome, Receiver::NotAsked, recording).await;
     };
     let Some(secret) = key
         .as_ref()
@@ -288,7 +336,7 @@ async fn deliver(
         // Nothing to seal with: the project has no usable key. Retried like any failure.
         tracing::error!(project_id = %d.project_id, "no usable API key to seal a webhook with");
         let outcome = retry_or_fail(state, d, None, "project has no usable API key".into());
-        return finish(state, &claimed, &outcome, Receiver::NotAsked).await;
+        return finish_later(state, claimed, outcome, Receiver::NotAsked, recording).await;
     };
     let api_key = key.map(|k| k.api_key).unwrap_or_default();
     let deadline = claimed.locked_until - micros(START_SLACK);
@@ -334,18 +382,42 @@ async fn deliver(
         Some(_) if result.gone() => Receiver::Gone,
         Some(_) => Receiver::Failed,
     };
-    finish(state, &claimed, &outcome, receiver).await
+    finish_later(state, claimed, outcome, receiver, recording).await
 }
 
-/// What the receiver made of an attempt; it decides the subscription's health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Receiver {
-    /// Nothing was sent (the subscription ended, or nothing to seal with).
-    NotAsked,
-    Succeeded,
-    Failed,
-    /// 410 Gone: the receiver asks to be unsubscribed.
-    Gone,
+/// Outcomes being recorded at once, per process: an attempt's slot is free once its
+/// receiver answered, while its outcome waits for the outcome writer's next batch.
+const RECORDING: usize = 4 * MAX_IN_FLIGHT;
+
+/// The permits of `RECORDING`.
+type Recording = Arc<Semaphore>;
+
+/// Records the outcome in a task of its own, so the attempt's slot (and the
+/// subscription's share of them) is free for the next delivery at once. Waits only
+/// for a permit: when recording falls behind, attempts hold their slots again. The
+/// claim stays leased until the outcome is written (a crash meanwhile sends the
+/// delivery again: at least once).
+async fn finish_later(
+    state: &AppState,
+    claimed: Claimed,
+    outcome: Outcome,
+    receiver: Receiver,
+    recording: Recording,
+) -> Result<(), StoreError> {
+    let permit = recording
+        .acquire_owned()
+        .await
+        .map_err(|_| StoreError::Batch("outcome recording stopped".into()))?;
+    let state = state.clone();
+    tokio::spawn(async move {
+        let id = claimed.delivery.id.clone();
+        if let Err(e) = finish(&state, &claimed, &outcome, receiver).await {
+            // The claim expires and the attempt is made again.
+            tracing::warn!(delivery_id = %id, error = %e, "webhook outcome could not be recorded; will retry");
+        }
+        drop(permit);
+    });
+    Ok(())
 }
 
 fn ended(reason: &str) -> Outcome {
@@ -384,9 +456,9 @@ fn retry_or_fail(
     }
 }
 
-/// Records an attempt's outcome through the outcome writer (`group_commit.rs`): on
-/// SQLite, outcomes of many attempts share one transaction instead of queueing one by
-/// one for the write lock behind the writes that produce events.
+/// Records an attempt's outcome through the outcome writer (`outcomes.rs`): outcomes of
+/// many attempts share one transaction instead of queueing one by one for the write
+/// lock behind the writes that produce events.
 async fn finish(
     state: &AppState,
     claimed: &Claimed,
@@ -394,16 +466,16 @@ async fn finish(
     receiver: Receiver,
 ) -> Result<(), StoreError> {
     let d = &claimed.delivery;
-    let (claimed_op, outcome_op) = (claimed.clone(), outcome.clone());
-    let disable_after = micros(state.config.webhook_disable_after);
     let recorded = state
         .webhook_outcomes
-        .run(move |conn| {
-            Box::pin(async move {
-                record(conn, &claimed_op, &outcome_op, receiver, disable_after).await
-            })
+        .submit(Attempted {
+            claimed: claimed.clone(),
+            outcome: outcome.clone(),
+            receiver,
+            disable_after: micros(state.config.webhook_disable_after),
         })
-        .await?;
+        .await
+        .map_err(|e| StoreError::Batch(e.message))?;
     match recorded {
         Recorded::Lost => {
             tracing::warn!(delivery_id = %d.id, "attempt outcome not recorded: the claim was lost or the delivery ended meanwhile")
@@ -420,51 +492,6 @@ async fn finish(
         }
     }
     Ok(())
-}
-
-/// What recording an outcome did.
-enum Recorded {
-    /// Nothing: the claim was lost or the delivery ended meanwhile.
-    Lost,
-    Kept,
-    /// The subscription was deactivated: `gone` or `failing`.
-    Deactivated(&'static str),
-}
-
-async fn record(
-    conn: &mut issuing_store::Conn,
-    claimed: &Claimed,
-    outcome: &Outcome,
-    receiver: Receiver,
-    disable_after: i64,
-) -> Result<Recorded, StoreError> {
-    let d = &claimed.delivery;
-    let (project, sub) = (d.project_id.as_str(), d.subscription_id.as_str());
-    let now = now_micros();
-    if !deliveries::record(conn, claimed, outcome, now).await? {
-        return Ok(Recorded::Lost);
-    }
-    let reason = match receiver {
-        Receiver::NotAsked => None,
-        Receiver::Succeeded => {
-            subscriptions::note_success(conn, project, sub).await?;
-            None
-        }
-        Receiver::Gone => Some(("gone", "receiver answered 410 Gone")),
-        Receiver::Failed => {
-            let since = subscriptions::note_failure(conn, project, sub, now).await?;
-            // CONTRACT §13: every attempt failed for webhook_disable_after (0: never).
-            let failing = disable_after > 0 && since.is_some_and(|s| now - s >= disable_after);
-            failing.then_some(("failing", subscriptions::FAILING))
-        }
-    };
-    let Some((label, reason)) = reason else {
-        return Ok(Recorded::Kept);
-    };
-    if subscriptions::deactivate(conn, project, sub, reason, now).await? {
-        return Ok(Recorded::Deactivated(label));
-    }
-    Ok(Recorded::Kept)
 }
 
 #[cfg(test)]

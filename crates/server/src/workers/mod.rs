@@ -5,4 +5,5 @@ pub(crate) mod cleanup;
 pub(crate) mod deliveries;
 pub(crate) mod holds;
 pub(crate) mod orders;
+pub(crate) mod outcomes;
 pub(crate) mod wakeup;

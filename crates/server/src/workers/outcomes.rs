@@ -1,0 +1,126 @@
+//! Webhook attempt outcomes, recorded a batch at a time through the batch writers' loop
+//! (`batch_writer.rs`): on SQLite, on the writer's thread with its cached statements, in
+//! turn with the writes that produce events; on PostgreSQL on a connection of its own.
+//! Each outcome is fenced on its claim (a lost claim records nothing), keeps its
+//! subscription's failing clock and may deactivate it (CONTRACT §13).
+
+use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
+use issuing_domain::time::now_micros;
+use issuing_store::deliveries::{self, Claimed, Outcome};
+use issuing_store::group_commit::Stats;
+use issuing_store::writer::BatchConn;
+use issuing_store::{subscriptions, Store, StoreError};
+use issuing_wire::ApiError;
+use std::sync::Arc;
+
+/// PostgreSQL writers; subscriptions are spread over them, so one subscription's
+/// outcomes (which all touch its row) never wait for each other's locks.
+const POSTGRES_STRIPES: usize = 2;
+
+/// What the receiver made of an attempt; it decides the subscription's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// Nothing was sent (the subscription ended, or nothing to seal with).
+    NotAsked,
+    Succeeded,
+    Failed,
+    /// 410 Gone: the receiver asks to be unsubscribed.
+    Gone,
+}
+
+/// An attempt's outcome, to record.
+pub(crate) struct Attempted {
+    pub claimed: Claimed,
+    pub outcome: Outcome,
+    pub receiver: Receiver,
+    /// `webhook_disable_after` in microseconds (0: never).
+    pub disable_after: i64,
+}
+
+/// What recording an outcome did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    /// Nothing: the claim was lost or the delivery ended meanwhile.
+    Lost,
+    Kept,
+    /// The subscription was deactivated: `gone` or `failing`.
+    Deactivated(&'static str),
+}
+
+/// The handle to the writers. Cloning shares them.
+#[derive(Clone, Debug)]
+pub(crate) struct OutcomeWriter(BatchWriter<Attempted, Recorded>);
+
+impl OutcomeWriter {
+    /// Starts the writers on `store`; they run until every handle is dropped.
+    pub(crate) fn start(store: Store) -> OutcomeWriter {
+        let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
+        let apply: ApplyFn<Attempted, Recorded> = Arc::new(move |attempts, only, lane| {
+            let store = store.clone();
+            Box::pin(async move {
+                let (answers, durable) = store
+                    .write_batch_in(&lane, move |mut conn| {
+                        Box::pin(async move {
+                            let picked: Vec<&Attempted> = match only {
+                                Some(i) => attempts.get(i).into_iter().collect(),
+                                None => attempts.iter().collect(),
+                            };
+                            let mut answers = Vec::with_capacity(picked.len());
+                            for a in picked {
+                                answers.push(Ok(record(&mut conn, a).await?));
+                            }
+                            Ok(answers)
+                        })
+                    })
+                    .await?;
+                Ok((answers, Queued::default(), durable))
+            })
+        });
+        OutcomeWriter(BatchWriter::start(
+            "webhook_outcomes",
+            shape,
+            apply,
+            Wakeups::default(),
+        ))
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        self.0.stats()
+    }
+
+    /// Records `a` in its subscription's writer's next batch; answers once durable.
+    pub(crate) async fn submit(&self, a: Attempted) -> Result<Recorded, ApiError> {
+        let subscription = a.claimed.delivery.subscription_id.clone();
+        self.0.submit(&subscription, a).await
+    }
+}
+
+async fn record(conn: &mut BatchConn<'_>, a: &Attempted) -> Result<Recorded, StoreError> {
+    let d = &a.claimed.delivery;
+    let (project, sub) = (d.project_id.as_str(), d.subscription_id.as_str());
+    let now = now_micros();
+    if !deliveries::record(conn, &a.claimed, &a.outcome, now).await? {
+        return Ok(Recorded::Lost);
+    }
+    let reason = match a.receiver {
+        Receiver::NotAsked => None,
+        Receiver::Succeeded => {
+            subscriptions::note_success(conn, project, sub).await?;
+            None
+        }
+        Receiver::Gone => Some(("gone", "receiver answered 410 Gone")),
+        Receiver::Failed => {
+            let since = subscriptions::note_failure(conn, project, sub, now).await?;
+            // CONTRACT §13: every attempt failed for webhook_disable_after (0: never).
+            let failing = a.disable_after > 0 && since.is_some_and(|s| now - s >= a.disable_after);
+            failing.then_some(("failing", subscriptions::FAILING))
+        }
+    };
+    let Some((label, reason)) = reason else {
+        return Ok(Recorded::Kept);
+    };
+    if subscriptions::deactivate(conn, project, sub, reason, now).await? {
+        return Ok(Recorded::Deactivated(label));
+    }
+    Ok(Recorded::Kept)
+}
