@@ -148,6 +148,7 @@ async fn bench(
         concurrency: args.concurrency,
         scale: args.scale,
         cards: Vec::new(),
+        auth_rate: None,
     };
     let names: Vec<String> = if args.only.is_empty() {
         scenarios::NAMES.iter().map(|s| s.to_string()).collect()

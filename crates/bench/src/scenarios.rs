@@ -20,6 +20,9 @@ pub const NAMES: &[&str] = &[
     "cards/topup",
     "simulate/cards/auth",
     "webhooks",
+    // Below capacity: authorizations at half the rate `simulate/cards/auth` reached,
+    // with a subscription; how far deliveries trail the events.
+    "webhooks@half",
     "auth+limits+rules",
     "auth+decision",
     // Below capacity: one authorization at a time, plain then through the decision
@@ -34,6 +37,10 @@ pub const NAMES: &[&str] = &[
 pub const HOT_CARDS: usize = 64;
 /// Authorizations of each one-at-a-time scenario: enough for a steady p50.
 const LATENCY_AUTHS: usize = 2_000;
+/// `webhooks@half`'s rate when `simulate/cards/auth` did not run first.
+const DEFAULT_HALF_RATE: f64 = 500.0;
+/// How long `webhooks@half` sends at full scale.
+const HALF_RATE_SECONDS: f64 = 10.0;
 /// Longest wait for orders to finish or webhooks to arrive after a scenario.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -45,6 +52,8 @@ pub struct Ctx {
     pub scale: f64,
     /// Active cards, filled by `cards/create`.
     pub cards: Vec<String>,
+    /// What `simulate/cards/auth` reached in this run (authorizations a second).
+    pub auth_rate: Option<f64>,
 }
 
 pub struct Row {
@@ -86,13 +95,18 @@ impl Ctx {
             "cardholders/create" => (self.cardholders_create().await, String::new()),
             "cards/create" => self.cards_create().await?,
             "cards/topup" => self.topup().await?,
-            "simulate/cards/auth" => (self.auth(20_000, None).await, String::new()),
+            "simulate/cards/auth" => {
+                let outcome = self.auth(20_000, None).await;
+                self.auth_rate = Some(outcome.per_second());
+                (outcome, String::new())
+            }
             "auth@1" => (
                 self.auth_at(LATENCY_AUTHS, 1).await,
                 "one at a time; the baseline of auth+decision@1".into(),
             ),
             "auth+decision@1" => self.auth_with_decision(LATENCY_AUTHS, 1).await?,
             "webhooks" => self.webhooks().await?,
+            "webhooks@half" => self.webhooks_at_half().await?,
             "auth+limits+rules" => self.auth_with_controls().await?,
             "auth+decision" => self.auth_with_decision(20_000, self.concurrency).await?,
             other => anyhow::bail!("unknown scenario {other}; known: {}", NAMES.join(", ")),
@@ -331,6 +345,88 @@ impl Ctx {
         let note = format!(
             "{deliveries} deliveries; producing the events alone: {:.0} auth/s; latency = auth answer → webhook arrival",
             produced.per_second()
+        );
+        Ok((outcome, note))
+    }
+
+    /// Deliveries below capacity: authorizations sent at a fixed rate, half of what
+    /// `simulate/cards/auth` reached in this run (`DEFAULT_HALF_RATE` without it), for
+    /// `HALF_RATE_SECONDS` (times the scale), to one local receiver. Each row's latency
+    /// is the lag from the authorization's answer (its commit is durable by then) to
+    /// its webhook's arrival; the rate is the authorizations'.
+    async fn webhooks_at_half(&self) -> anyhow::Result<(Outcome, String)> {
+        anyhow::ensure!(!self.cards.is_empty(), "needs the cards/create scenario");
+        let rate = self
+            .auth_rate
+            .map_or(DEFAULT_HALF_RATE, |r| r / 2.0)
+            .max(1.0);
+        let receiver = Receiver::start(self.client.clone()).await?;
+        let sub = call(
+            &self.client,
+            "wh/subscribe",
+            json!({"url": receiver.url, "title": "bench-half", "event_types": ["card_transaction"]}),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        let total = ((rate * HALF_RATE_SECONDS * self.scale).round() as usize).max(1);
+        let sent = Arc::new(Mutex::new(HashMap::new()));
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(total);
+        for i in 0..total {
+            let due = started + Duration::from_secs_f64(i as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+            let (client, card, sent) = (
+                self.client.clone(),
+                self.cards[i % self.cards.len()].clone(),
+                sent.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let body = json!({
+                    "card_id": card,
+                    "transactionAmount": "0.01",
+                    "merchant": {"name": "Bench Shop", "mcc": "5814", "country": "US"},
+                });
+                let v = call(&client, "simulate/cards/auth", body).await?;
+                if let Some(id) = v["transactionId"].as_str() {
+                    lock(&sent).insert(id.to_owned(), Instant::now());
+                }
+                Ok::<(), String>(())
+            }));
+        }
+        let mut failed = 0usize;
+        for t in tasks {
+            if !matches!(t.await, Ok(Ok(()))) {
+                failed += 1;
+            }
+        }
+        let produced = started.elapsed();
+        let sent = std::mem::take(&mut *lock(&sent));
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while receiver.counts().0 < sent.len() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut lags: Vec<Duration> = Vec::with_capacity(sent.len());
+        let mut missing = 0usize;
+        for (id, answered) in &sent {
+            match receiver.arrival(id) {
+                Some(at) => lags.push(at.saturating_duration_since(*answered)),
+                None => missing += 1,
+            }
+        }
+        lags.sort_unstable();
+        let _ = call(&self.client, "wh/unsubscribe", json!({"id": sub["id"]})).await;
+        let (_, unreadable) = receiver.counts();
+        let outcome = Outcome {
+            requests: lags.len(),
+            errors: failed + missing + unreadable,
+            elapsed: produced,
+            latencies: lags,
+            first_error: (failed + missing > 0).then(|| {
+                format!("{failed} authorizations failed, {missing} events not delivered in time")
+            }),
+        };
+        let note = format!(
+            "authorizations at a fixed {rate:.0}/s (half of simulate/cards/auth's); latency = answer → webhook arrival"
         );
         Ok((outcome, note))
     }
