@@ -19,9 +19,11 @@
 //! on different cards needed 8 writers to match concurrent transactions, and a batch
 //! holding a project's in-flight account for all of its operations halved the rate at
 //! which the order workers could finish top-ups. See docs/benchmarks.md. (Those were
-//! batches of each operation's own statements. Top-ups and card issues now have a writer
-//! of their own that batches set-wise, a few statements per batch, and is faster on both
-//! backends: `issuing-server`'s `flows/master_writer.rs`.)
+//! batches of each operation's own statements. The hot writes now have writers that
+//! batch set-wise, a few statements per batch, on the writer's own connection, and are
+//! faster on both backends: `issuing-server`'s `batch_writer.rs` and its users, the
+//! master balance's moves, authorizations, webhook outcomes and the sandbox's books.
+//! What is left here: decision webhook answers, rare next to those.)
 //!
 //! Operations only read and write through the connection they are given: they must not
 //! open transactions of their own, and must take row locks in the ledger's lock order

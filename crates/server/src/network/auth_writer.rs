@@ -19,7 +19,7 @@
 //!   nothing and is answered with its transaction as it is after the commit.
 //! - A refused authorization is a declined transaction, written like any other; an
 //!   error of one authorization (no such card) answers it alone.
-//! - Cards are spread over `stripes` writers by id (PostgreSQL: four, on connections
+//! - Cards are spread over `stripes` writers by id (PostgreSQL: two, on connections
 //!   of their own; SQLite: one, on the writer's thread), so a card's authorizations are
 //!   applied in arrival order by one writer, and writers never wait for each other's
 //!   rows.
