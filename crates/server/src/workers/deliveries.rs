@@ -268,6 +268,7 @@ async fn claim(state: &AppState, skip: &[String], limit: i64) -> Result<Vec<Clai
         .store
         .write_batch(move |mut conn| {
             Box::pin(async move {
+                conn.commit_without_flush().await?;
                 deliveries::claim_due(&mut conn, now, now + lease, &skip, limit).await
             })
         })

@@ -115,6 +115,7 @@ async fn claim(state: &AppState, worker_id: &str) -> Result<Vec<OrderRecord>, St
         .store
         .write_batch(move |mut conn| {
             Box::pin(async move {
+                conn.commit_without_flush().await?;
                 orders::claim_many(&mut conn, &worker, now, now + micros(LEASE), CLAIM_BATCH).await
             })
         })

@@ -185,6 +185,21 @@ impl BatchConn<'_> {
         Ok(self.rows(sql, params).await?.into_iter().next())
     }
 
+    /// This transaction's COMMIT returns without waiting for its log flush (PostgreSQL:
+    /// `synchronous_commit = off` for this transaction alone; on SQLite a batch's COMMIT
+    /// never waits, its `Durable` does). Only for writes a crash may lose harmlessly,
+    /// such as a worker's claim: the log is flushed in order, so any later durable
+    /// commit makes this one durable too.
+    pub async fn commit_without_flush(&mut self) -> Result<(), StoreError> {
+        match self {
+            BatchConn::Sqlite(_) => Ok(()),
+            BatchConn::Sqlx(_) => self
+                .execute("SET LOCAL synchronous_commit = off", &[])
+                .await
+                .map(drop),
+        }
+    }
+
     /// Runs one statement; answers the rows it changed. A unique violation is
     /// `StoreError::Conflict`.
     pub async fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
