@@ -300,39 +300,34 @@ impl Ctx {
         .await
     }
 
-    /// Deliveries of `card_transaction` events to one local receiver, while the events
-    /// are being produced: rate over first request → last arrival, latency = answer →
-    /// arrival of each transaction's webhook.
-    async fn webhooks(&self) -> anyhow::Result<(Outcome, String)> {
+    /// A local receiver, subscribed to `card_transaction` under `title`.
+    async fn subscribed(&self, title: &str) -> anyhow::Result<(Receiver, Value)> {
         let receiver = Receiver::start(self.client.clone()).await?;
         let sub = call(
             &self.client,
             "wh/subscribe",
-            json!({"url": receiver.url, "title": "bench", "event_types": ["card_transaction"]}),
+            json!({"url": receiver.url, "title": title, "event_types": ["card_transaction"]}),
         )
         .await
         .map_err(anyhow::Error::msg)?;
+        Ok((receiver, sub))
+    }
+
+    /// Deliveries of `card_transaction` events to one local receiver, while the events
+    /// are being produced: rate over first request → last arrival, latency = answer →
+    /// arrival of each transaction's webhook.
+    async fn webhooks(&self) -> anyhow::Result<(Outcome, String)> {
+        let (receiver, sub) = self.subscribed("bench").await?;
         let sent = Arc::new(Mutex::new(HashMap::new()));
         let started = Instant::now();
         let produced = self.auth(5_000, Some(sent.clone())).await;
         let sent = std::mem::take(&mut *lock(&sent));
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        while receiver.counts().0 < sent.len() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut lags = Vec::with_capacity(sent.len());
-        let mut last = started;
-        let mut missing = 0usize;
-        for (id, answered) in &sent {
-            match receiver.arrival(id) {
-                Some(at) => {
-                    lags.push(at.saturating_duration_since(*answered));
-                    last = last.max(at);
-                }
-                None => missing += 1,
-            }
-        }
-        lags.sort_unstable();
+        let Arrived {
+            lags,
+            last,
+            missing,
+        } = arrived(&receiver, &sent).await;
+        let last = last.unwrap_or(started).max(started);
         let _ = call(&self.client, "wh/unsubscribe", json!({"id": sub["id"]})).await;
         let (deliveries, unreadable) = receiver.counts();
         let outcome = Outcome {
@@ -360,14 +355,7 @@ impl Ctx {
             .auth_rate
             .map_or(DEFAULT_HALF_RATE, |r| r / 2.0)
             .max(1.0);
-        let receiver = Receiver::start(self.client.clone()).await?;
-        let sub = call(
-            &self.client,
-            "wh/subscribe",
-            json!({"url": receiver.url, "title": "bench-half", "event_types": ["card_transaction"]}),
-        )
-        .await
-        .map_err(anyhow::Error::msg)?;
+        let (receiver, sub) = self.subscribed("bench-half").await?;
         let total = ((rate * HALF_RATE_SECONDS * self.scale).round() as usize).max(1);
         let sent = Arc::new(Mutex::new(HashMap::new()));
         let started = Instant::now();
@@ -401,19 +389,7 @@ impl Ctx {
         }
         let produced = started.elapsed();
         let sent = std::mem::take(&mut *lock(&sent));
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        while receiver.counts().0 < sent.len() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut lags: Vec<Duration> = Vec::with_capacity(sent.len());
-        let mut missing = 0usize;
-        for (id, answered) in &sent {
-            match receiver.arrival(id) {
-                Some(at) => lags.push(at.saturating_duration_since(*answered)),
-                None => missing += 1,
-            }
-        }
-        lags.sort_unstable();
+        let Arrived { lags, missing, .. } = arrived(&receiver, &sent).await;
         let _ = call(&self.client, "wh/unsubscribe", json!({"id": sub["id"]})).await;
         let (_, unreadable) = receiver.counts();
         let outcome = Outcome {
@@ -587,4 +563,38 @@ pub async fn call(client: &Client, path: &str, body: Value) -> Result<Value, Str
                 .unwrap_or("?")
         ))
     }
+}
+
+/// What reached a receiver of the transactions `sent` (id → when its answer came).
+struct Arrived {
+    /// Answer → arrival, sorted.
+    lags: Vec<Duration>,
+    /// The last arrival.
+    last: Option<Instant>,
+    /// Sent but not delivered within `DRAIN_TIMEOUT`.
+    missing: usize,
+}
+
+/// Waits (at most `DRAIN_TIMEOUT`) for every transaction of `sent` to reach `receiver`.
+async fn arrived(receiver: &Receiver, sent: &HashMap<String, Instant>) -> Arrived {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while receiver.counts().0 < sent.len() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut out = Arrived {
+        lags: Vec::with_capacity(sent.len()),
+        last: None,
+        missing: 0,
+    };
+    for (id, answered) in sent {
+        match receiver.arrival(id) {
+            Some(at) => {
+                out.lags.push(at.saturating_duration_since(*answered));
+                out.last = Some(out.last.map_or(at, |l| l.max(at)));
+            }
+            None => out.missing += 1,
+        }
+    }
+    out.lags.sort_unstable();
+    out
 }

@@ -187,22 +187,9 @@ pub async fn release_many_on(
             p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11), p(12), p(13),
             p(14), p(15), p(16), p(17)
         ));
+        params.extend(saved_columns(o, data));
         params.extend([
-            Param::from(o.status.as_str()),
-            o.balance_after.into(),
-            (&o.last_error).into(),
-            (&o.last_error_slug).into(),
-            data.as_str().into(),
-            (&o.issue_status).into(),
-            (&o.topup_status).into(),
-            o.is_issued.map(i64::from).into(),
-            (&o.provider_card_status).into(),
-            o.attempts.into(),
-            o.next_attempt_at.into(),
-            o.updated_at.into(),
-            o.completed_at.into(),
-            o.failed_at.into(),
-            o.id.as_str().into(),
+            Param::from(o.id.as_str()),
             o.project_id.as_str().into(),
             (*worker).into(),
         ]);
@@ -221,6 +208,27 @@ pub async fn release_many_on(
         .map(|r| r.text("id"))
         .collect::<Result<_, _>>()?;
     Ok(saves.iter().map(|(o, _)| saved.contains(&o.id)).collect())
+}
+
+/// The columns a saved step writes, in the order of the saves' statements (`data` is
+/// the order's data as text).
+fn saved_columns<'a>(o: &'a OrderRecord, data: &'a str) -> Vec<Param<'a>> {
+    vec![
+        o.status.as_str().into(),
+        o.balance_after.into(),
+        (&o.last_error).into(),
+        (&o.last_error_slug).into(),
+        data.into(),
+        (&o.issue_status).into(),
+        (&o.topup_status).into(),
+        o.is_issued.map(i64::from).into(),
+        (&o.provider_card_status).into(),
+        o.attempts.into(),
+        o.next_attempt_at.into(),
+        o.updated_at.into(),
+        o.completed_at.into(),
+        o.failed_at.into(),
+    ]
 }
 
 /// `save_step` on a batch writer's connection.
@@ -242,26 +250,16 @@ pub async fn save_step_on(
              attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
              locked_until = $15, locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19",
             &[
-                o.status.as_str().into(),
-                o.balance_after.into(),
-                (&o.last_error).into(),
-                (&o.last_error_slug).into(),
-                data.as_str().into(),
-                (&o.issue_status).into(),
-                (&o.topup_status).into(),
-                o.is_issued.map(i64::from).into(),
-                (&o.provider_card_status).into(),
-                o.attempts.into(),
-                o.next_attempt_at.into(),
-                o.updated_at.into(),
-                o.completed_at.into(),
-                o.failed_at.into(),
-                locked_until.into(),
-                locked_by.into(),
-                o.id.as_str().into(),
-                o.project_id.as_str().into(),
-                worker_id.into(),
-            ],
+                saved_columns(o, &data),
+                vec![
+                    locked_until.into(),
+                    locked_by.into(),
+                    o.id.as_str().into(),
+                    o.project_id.as_str().into(),
+                    worker_id.into(),
+                ],
+            ]
+            .concat(),
         )
         .await?;
     if done == 1 {
