@@ -1,6 +1,7 @@
 //! The loop every batch writer shares (docs/money.md, "One writer per hot account"):
-//! the master balance's writer (`flows/master_writer.rs`) and the authorizations' writer
-//! (`network/auth_writer.rs`).
+//! the master balance's writer (`flows/master_writer.rs`), the authorizations' writer
+//! (`network/auth_writer.rs`), the webhook outcomes' (`workers/outcomes.rs`) and the
+//! sandbox provider's books (`provider/sandbox.rs`).
 //!
 //! Callers queue items for a writer; a writer drains its queue and applies up to
 //! `MAX_BATCH` items in one transaction (`apply`), then answers every caller only once
@@ -19,8 +20,8 @@
 
 use futures::future::BoxFuture;
 use issuing_store::group_commit::Stats;
-use issuing_store::writer::Lane;
-use issuing_store::{Durable, StoreError};
+use issuing_store::writer::{BatchConn, Lane};
+use issuing_store::{Durable, Store, StoreError};
 use issuing_wire::ApiError;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
@@ -65,13 +66,27 @@ impl Wakeups {
 /// before telling anyone.
 pub(crate) type Applied<A> = (Answers<A>, Queued, Durable);
 
-/// Applies a batch (or, with `Some(i)`, only its item `i`) in one transaction, on its
-/// writer's own connection (`Lane`, PostgreSQL). An `Err` means nothing was written.
+/// Applies a batch (or, with `Some(i)`, only its item `i`: `picked`) on the connection
+/// of the transaction the writer runs it in (`Store::write_batch_in`, on the writer's
+/// own connection): each item's answer, and what the batch queued. An `Err` rolls the
+/// transaction back: nothing was written.
 pub(crate) type ApplyFn<I, A> = Arc<
-    dyn Fn(Arc<Vec<I>>, Option<usize>, Lane) -> BoxFuture<'static, Result<Applied<A>, StoreError>>
+    dyn for<'c> Fn(
+            BatchConn<'c>,
+            Arc<Vec<I>>,
+            Option<usize>,
+        ) -> BoxFuture<'c, Result<(Answers<A>, Queued), StoreError>>
         + Send
         + Sync,
 >;
+
+/// The items an `ApplyFn` applies: all of `items`, or with `Some(i)` only item `i`.
+pub(crate) fn picked<I>(items: &[I], only: Option<usize>) -> Vec<&I> {
+    match only {
+        Some(i) => items.get(i).into_iter().collect(),
+        None => items.iter().collect(),
+    }
+}
 
 type Reply<A> = oneshot::Sender<Result<A, ApiError>>;
 /// One writer's queue: each item with the reply its caller waits for.
@@ -130,8 +145,9 @@ impl<I, A> std::fmt::Debug for BatchWriter<I, A> {
 }
 
 impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
-    /// Starts `stripes` writers; they run until every handle is dropped.
+    /// Starts `stripes` writers on `store`; they run until every handle is dropped.
     pub(crate) fn start(
+        store: Store,
         name: &'static str,
         shape: Shape,
         apply: ApplyFn<I, A>,
@@ -142,6 +158,7 @@ impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
             .map(|_| {
                 let (items, queue) = mpsc::channel(QUEUE);
                 tokio::spawn(run(
+                    store.clone(),
                     name,
                     queue,
                     apply.clone(),
@@ -181,6 +198,7 @@ impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
 }
 
 async fn run<I: Send + Sync + 'static, A: Send + 'static>(
+    store: Store,
     name: &'static str,
     mut queue: mpsc::Receiver<(I, Reply<A>)>,
     apply: ApplyFn<I, A>,
@@ -207,12 +225,16 @@ async fn run<I: Send + Sync + 'static, A: Send + 'static>(
                 stats
                     .operations
                     .fetch_add(items.len() as u64, Ordering::Relaxed);
+                let writer = Writer {
+                    store: store.clone(),
+                    lane: lane.clone(),
+                    apply: apply.clone(),
+                };
                 in_flight.push_back(one_batch(
                     name,
                     Arc::new(items),
                     replies,
-                    apply.clone(),
-                    lane.clone(),
+                    writer,
                     wakeups.clone(),
                     stats.clone(),
                 ));
@@ -222,18 +244,40 @@ async fn run<I: Send + Sync + 'static, A: Send + 'static>(
     }
 }
 
+/// Where a writer applies its batches.
+struct Writer<I, A> {
+    store: Store,
+    lane: Lane,
+    apply: ApplyFn<I, A>,
+}
+
+impl<I: Send + Sync + 'static, A: Send + 'static> Writer<I, A> {
+    /// `apply` in a transaction of its own on the writer's connection.
+    async fn apply(
+        &self,
+        items: Arc<Vec<I>>,
+        only: Option<usize>,
+    ) -> Result<Applied<A>, StoreError> {
+        let apply = self.apply.clone();
+        let ((answers, queued), durable) = self
+            .store
+            .write_batch_in(&self.lane, move |conn| apply(conn, items, only))
+            .await?;
+        Ok((answers, queued, durable))
+    }
+}
+
 /// Applies one batch (its items one by one if it fails as a whole) and answers its
 /// callers from a task of its own once it is durable.
 async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
     name: &'static str,
     items: Arc<Vec<I>>,
     replies: Vec<Reply<A>>,
-    apply: ApplyFn<I, A>,
-    lane: Lane,
+    writer: Writer<I, A>,
     wakeups: Wakeups,
     stats: Arc<Stats>,
 ) {
-    let pending = match apply(items.clone(), None, lane.clone()).await {
+    let pending = match writer.apply(items.clone(), None).await {
         Ok((answers, queued, durable)) => Pending::Committed(answers, queued, durable),
         Err(why) if items.len() > 1 => {
             tracing::warn!(writer = name, error = %why, items = items.len(), "a batch failed; applying its items one by one");
@@ -241,7 +285,7 @@ async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
             let mut queued = Queued::default();
             for i in 0..items.len() {
                 stats.batches.fetch_add(1, Ordering::Relaxed);
-                let alone = match apply(items.clone(), Some(i), lane.clone()).await {
+                let alone = match writer.apply(items.clone(), Some(i)).await {
                     Ok((mut answer, q, durable)) => match durable.wait().await {
                         Ok(()) => {
                             queued.orders |= q.orders;

@@ -29,7 +29,7 @@
 //! Bounded: `QUEUE` moves wait per writer (callers wait for room beyond), a batch holds
 //! at most `MAX_BATCH`.
 
-use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
+use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use crate::pipeline::idempotency::{conflict, IdempotencyToken};
 use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
@@ -153,28 +153,20 @@ impl MasterWriter {
         deliveries_wakeup: Arc<Notify>,
     ) -> MasterWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
-        let apply: ApplyFn<Item, Written> = Arc::new(move |items, only, lane| {
-            let store = store.clone();
-            Box::pin(async move {
-                let ((answers, queued), durable) = store
-                    .write_batch_in(&lane, move |mut conn| {
-                        Box::pin(async move {
-                            let picked: Vec<&Item> = match only {
-                                Some(i) => items.get(i).into_iter().collect(),
-                                None => items.iter().collect(),
-                            };
-                            apply_in(&mut conn, &picked).await
-                        })
-                    })
-                    .await?;
-                Ok((answers, queued, durable))
-            })
+        let apply: ApplyFn<Item, Written> = Arc::new(|mut conn, items, only| {
+            Box::pin(async move { apply_in(&mut conn, &picked(&items, only)).await })
         });
         let wakeups = Wakeups {
             orders: orders_wakeup,
             deliveries: deliveries_wakeup,
         };
-        MasterWriter(BatchWriter::start("master_moves", shape, apply, wakeups))
+        MasterWriter(BatchWriter::start(
+            store,
+            "master_moves",
+            shape,
+            apply,
+            wakeups,
+        ))
     }
 
     pub(crate) fn stats(&self) -> &Stats {

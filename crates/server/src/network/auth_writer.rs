@@ -30,7 +30,7 @@ use super::decide;
 use super::execute::{card_not_found, flow_error};
 use super::plan::{Move, Side};
 use super::{view, Applied};
-use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
+use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use issuing_domain::controls::limits::Usage;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
@@ -75,28 +75,25 @@ impl AuthWriter {
             controls,
             hold_expiry,
         });
-        let apply: ApplyFn<Request, Authorized> = Arc::new(move |requests, only, lane| {
-            let (store, context) = (store.clone(), context.clone());
+        let apply: ApplyFn<Request, Authorized> = Arc::new(move |mut conn, requests, only| {
+            let context = context.clone();
             Box::pin(async move {
-                let ((answers, deliveries), durable) = store
-                    .write_batch_in(&lane, move |mut conn| {
-                        Box::pin(async move {
-                            let picked: Vec<&Request> = match only {
-                                Some(i) => requests.get(i).into_iter().collect(),
-                                None => requests.iter().collect(),
-                            };
-                            apply_in(&mut conn, &context, &picked).await
-                        })
-                    })
-                    .await?;
+                let (answers, deliveries) =
+                    apply_in(&mut conn, &context, &picked(&requests, only)).await?;
                 let queued = Queued {
                     orders: false,
                     deliveries: deliveries > 0,
                 };
-                Ok((answers, queued, durable))
+                Ok((answers, queued))
             })
         });
-        AuthWriter(BatchWriter::start("authorizations", shape, apply, wakeups))
+        AuthWriter(BatchWriter::start(
+            store,
+            "authorizations",
+            shape,
+            apply,
+            wakeups,
+        ))
     }
 
     pub(crate) fn stats(&self) -> &Stats {

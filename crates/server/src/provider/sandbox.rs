@@ -16,7 +16,7 @@
 //! operation is recorded, so a declined call leaves no provider-side record.
 
 use super::{CardSecrets, CreateCard, IssuedCard, Provider, ProviderError};
-use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
+use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use issuing_domain::ids::new_id;
@@ -85,35 +85,22 @@ impl SandboxProvider {
     pub fn new(store: Store, config: SandboxConfig) -> Self {
         let transient_left = AtomicU32::new(config.transient_failures);
         let shape = Shape::of(store.backend(), 1);
-        let apply: ApplyFn<BookEntry, String> = Arc::new(move |entries, only, lane| {
-            let store = store.clone();
+        let apply: ApplyFn<BookEntry, String> = Arc::new(|mut conn, entries, only| {
             Box::pin(async move {
-                let (answers, durable) = store
-                    .write_batch_in(&lane, move |mut conn| {
-                        Box::pin(async move {
-                            let picked: Vec<&BookEntry> = match only {
-                                Some(i) => entries.get(i).into_iter().collect(),
-                                None => entries.iter().collect(),
-                            };
-                            let mut answers = Vec::with_capacity(picked.len());
-                            for e in picked {
-                                let (card, _, _) = sandbox::record_op(
-                                    &mut conn, &e.key, e.op, &e.card, e.amount, e.now,
-                                )
-                                .await?;
-                                answers.push(Ok(card));
-                            }
-                            Ok(answers)
-                        })
-                    })
-                    .await?;
-                Ok((answers, Queued::default(), durable))
+                let mut answers = Vec::new();
+                for e in picked(&entries, only) {
+                    let (card, _, _) =
+                        sandbox::record_op(&mut conn, &e.key, e.op, &e.card, e.amount, e.now)
+                            .await?;
+                    answers.push(Ok(card));
+                }
+                Ok((answers, Queued::default()))
             })
         });
         SandboxProvider {
             config,
             transient_left,
-            books: BatchWriter::start("sandbox_books", shape, apply, Wakeups::default()),
+            books: BatchWriter::start(store, "sandbox_books", shape, apply, Wakeups::default()),
         }
     }
 

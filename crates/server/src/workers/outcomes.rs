@@ -4,7 +4,7 @@
 //! Each outcome is fenced on its claim (a lost claim records nothing), keeps its
 //! subscription's failing clock and may deactivate it (CONTRACT §13).
 
-use crate::batch_writer::{ApplyFn, BatchWriter, Queued, Shape, Wakeups};
+use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use issuing_domain::time::now_micros;
 use issuing_store::deliveries::{self, Claimed, Outcome};
 use issuing_store::group_commit::Stats;
@@ -55,28 +55,17 @@ impl OutcomeWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
     pub(crate) fn start(store: Store) -> OutcomeWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
-        let apply: ApplyFn<Attempted, Recorded> = Arc::new(move |attempts, only, lane| {
-            let store = store.clone();
+        let apply: ApplyFn<Attempted, Recorded> = Arc::new(|mut conn, attempts, only| {
             Box::pin(async move {
-                let (answers, durable) = store
-                    .write_batch_in(&lane, move |mut conn| {
-                        Box::pin(async move {
-                            let picked: Vec<&Attempted> = match only {
-                                Some(i) => attempts.get(i).into_iter().collect(),
-                                None => attempts.iter().collect(),
-                            };
-                            let mut answers = Vec::with_capacity(picked.len());
-                            for a in picked {
-                                answers.push(Ok(record(&mut conn, a).await?));
-                            }
-                            Ok(answers)
-                        })
-                    })
-                    .await?;
-                Ok((answers, Queued::default(), durable))
+                let mut answers = Vec::new();
+                for a in picked(&attempts, only) {
+                    answers.push(Ok(record(&mut conn, a).await?));
+                }
+                Ok((answers, Queued::default()))
             })
         });
         OutcomeWriter(BatchWriter::start(
+            store,
             "webhook_outcomes",
             shape,
             apply,
