@@ -289,11 +289,16 @@ both_backends!(
             "insufficient_funds",
         );
         sdk.cards_freeze(&CardsFreeze::new(&card)).await.unwrap();
-        api_error(
-            sdk.cards_topup(&req("10"), "v").await,
-            422,
-            "card_not_active",
-        );
+        // The card was read above, so its product is remembered and the status is the
+        // writer's to check; with an amount the product refuses the status still
+        // answers first.
+        for amount in ["10", "9.99", "5000.01"] {
+            api_error(
+                sdk.cards_topup(&req(amount), "v").await,
+                422,
+                "card_not_active",
+            );
+        }
         sdk.cards_unfreeze(&CardsFreeze::new(&card)).await.unwrap();
 
         // Nothing above charged anything or created an order.
@@ -992,19 +997,24 @@ async fn fee_account_sorts_first(t: &TestServer, project_id: &str) -> bool {
 both_backends!(
     issues_and_topups_racing_on_one_master,
     |t: TestServer| async move {
-        // Account ids are random within a second; pick a project whose fee account sorts
-        // before its master account, the order in which a topup (master first, then the
-        // fee account) and an issue (fee account first, then master) take their locks in
-        // opposite order.
-        let mut creds = None;
-        for i in 0..64 {
-            let c = t.new_project(&format!("race {i}")).await;
-            if fee_account_sorts_first(&t, &c.project_id).await {
-                creds = Some(c);
-                break;
-            }
-        }
-        let api = Api::new(&t, creds.expect("no project with the fee account first"));
+        // Ids rise within a process (`new_id`), so a project's fee account, opened after
+        // its master account, sorts after it. Give it an id that sorts first (before any
+        // money moved, so nothing refers to it yet): the order in which a topup (master
+        // first, then the fee account) and an issue (fee account first, then master)
+        // would take their locks in opposite order if they locked by id.
+        let creds = t.new_project("race").await;
+        let mut conn = t.store.conn().await.unwrap();
+        sqlx::query(
+            "UPDATE accounts SET id = '0' || substr(id, 2) \
+             WHERE project_id = $1 AND card_id IS NULL AND kind = 'fee_income'",
+        )
+        .bind(&creds.project_id)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        drop(conn);
+        assert!(fee_account_sorts_first(&t, &creds.project_id).await);
+        let api = Api::new(&t, creds);
         t.deposit(&api.c.project_id, m("1000")).await;
         api.cardholder("ada", "Lovelace").await;
         let v = api.create_card("ada", "ada").await.unwrap();

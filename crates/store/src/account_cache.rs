@@ -8,9 +8,10 @@
 //!
 //! Entries come from reads only, never from `open_account`. An account read inside a
 //! transaction that then rolls back belongs to a card or project that rolled back with
-//! it, whose random id is never used again, so its entry is never looked up.
+//! it, whose id is never made again (`new_id` never repeats), so its entry is never
+//! looked up.
 //!
-//! Ids are random across databases too, so one cache serves every `Store` of the
+//! Ids are unique across databases too, so one cache serves every `Store` of the
 //! process. It is bounded: when full it starts over, which costs lookups, not
 //! correctness.
 

@@ -190,6 +190,95 @@ pub async fn get(
     row.as_ref().map(from_row).transpose()
 }
 
+/// What never changes about a card once it is written: its product, and where it lives
+/// at its provider once the provider issued it (written once, when the card becomes
+/// active). Its status is not here: it changes.
+#[derive(Clone, Debug)]
+pub struct CardFacts {
+    pub product_code: String,
+    pub subprovider_code: String,
+    pub provider_card_id: Option<String>,
+}
+
+/// Card facts remembered in process memory. A remembered answer cannot go stale, in
+/// this process or across processes sharing the database: the facts never change, a
+/// card is never re-issued under its id, and ids are never made twice. Every top-up
+/// read its card before it queued (for its product) and again when its order completed
+/// (for the provider card), a query each. Bounded: when full the cache starts over,
+/// which costs reads, not correctness.
+mod facts {
+    use super::CardFacts;
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, MutexGuard};
+
+    /// Far above the cards one process works on in a burst.
+    const MAX_ENTRIES: usize = 100_000;
+
+    type Cache = HashMap<(String, String), CardFacts>;
+    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+
+    fn cache() -> MutexGuard<'static, Cache> {
+        // A panic while holding the lock leaves a plain map in a consistent state.
+        CACHE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn get(project_id: &str, id: &str) -> Option<CardFacts> {
+        cache()
+            .get(&(project_id.to_owned(), id.to_owned()))
+            .cloned()
+    }
+
+    pub(super) fn put(project_id: &str, id: &str, facts: CardFacts) {
+        let mut cache = cache();
+        if cache.len() >= MAX_ENTRIES {
+            cache.clear();
+        }
+        cache.insert((project_id.to_owned(), id.to_owned()), facts);
+    }
+}
+
+/// The card's facts if this process read them before (no query).
+pub fn remembered(project_id: &str, id: &str) -> Option<CardFacts> {
+    facts::get(project_id, id)
+}
+
+/// Remembers the facts of a card read from the database.
+pub fn remember(card: &CardRecord) {
+    facts::put(
+        &card.project_id,
+        &card.id,
+        CardFacts {
+            product_code: card.product_code.clone(),
+            subprovider_code: card.subprovider_code.clone(),
+            provider_card_id: card.provider_card_id.clone(),
+        },
+    );
+}
+
+/// Where a card lives at its provider: (subprovider, provider card id), once the
+/// provider issued it; remembered (`CardFacts`) once known.
+pub async fn provider_card(
+    conn: &mut Conn,
+    project_id: &str,
+    id: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    if let Some(CardFacts {
+        subprovider_code,
+        provider_card_id: Some(provider_card_id),
+        ..
+    }) = facts::get(project_id, id)
+    {
+        return Ok(Some((subprovider_code, provider_card_id)));
+    }
+    let Some(card) = get(conn, project_id, id).await? else {
+        return Ok(None);
+    };
+    remember(&card);
+    Ok(card
+        .provider_card_id
+        .map(|provider_card_id| (card.subprovider_code, provider_card_id)))
+}
+
 /// The status of each of the project's `ids` that exists.
 pub async fn statuses(
     conn: &mut crate::writer::BatchConn<'_>,

@@ -424,9 +424,9 @@ pub async fn post(
     // One lock order for every transfer keeps concurrent transactions from deadlocking
     // on PostgreSQL, also those that post several transfers: by account kind (the
     // master account first, card accounts last), then by id. Sorting by id alone is not
-    // enough: ids are random within a second, so a topup (master → in-flight, then
-    // master → fees) and an issue (master → fees) could take the master and fee rows
-    // in opposite orders. With the master first, every transaction that touches it
+    // enough: ids need not sort by account kind (another process, an older id format),
+    // so a topup (master → in-flight, then master → fees) and an issue (master → fees)
+    // could take the master and fee rows in opposite orders. With the master first, every transaction that touches it
     // takes it before anything else, and the others only ever lock in-flight, then a card.
     let accounts: Vec<&String> = transfer.legs().iter().map(|leg| &leg.account).collect();
     let ranks = lock_ranks(&mut conn.as_batch(), meta.project_id, &accounts).await?;

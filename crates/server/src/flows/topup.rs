@@ -100,6 +100,12 @@ pub(crate) async fn topup(
 }
 
 /// The top-up's checks in the spec's error order, and its fee.
+///
+/// A card this process read before needs no read here: its product never changes
+/// (`cards::remembered`), and its status, which does, is checked by the writer in the
+/// batch (`card_refusal`), after the same checks as here. Only when the product refuses
+/// the amount is the card read, so that a card that is not active still answers that
+/// first, as it would have without the shortcut.
 async fn checked(
     state: &AppState,
     project_id: &str,
@@ -107,13 +113,35 @@ async fn checked(
     token: &IdempotencyToken,
 ) -> Result<Move, ApiError> {
     let (amount, now) = check(req)?;
+    if req.external_user_id.is_none() {
+        let card_id = req.card_id.as_deref().map(str::trim).unwrap_or_default();
+        if let Some(facts) = issuing_store::cards::remembered(project_id, card_id) {
+            if let Ok(fee) = product_fee(state, &facts.product_code, amount) {
+                return Ok(topup_move(
+                    project_id,
+                    card_id.to_owned(),
+                    amount,
+                    fee,
+                    now,
+                    token,
+                ));
+            }
+        }
+    }
     let mut conn = state.store.conn().await?;
     let card = card(&mut conn, project_id, req).await?;
     drop(conn);
+    issuing_store::cards::remember(&card);
     if let Some(refused) = card_refusal(Some(&card.status)) {
         return Err(refused);
     }
-    let product = state.catalog().product(&card.product_code).ok_or_else(|| {
+    let fee = product_fee(state, &card.product_code, amount)?;
+    Ok(topup_move(project_id, card.id, amount, fee, now, token))
+}
+
+/// The fee of topping up `amount` on a card of `product`, if the product allows it.
+fn product_fee(state: &AppState, product: &str, amount: Amount) -> Result<Amount, ApiError> {
+    let product = state.catalog().product(product).ok_or_else(|| {
         ApiError::new(
             ErrorSlug::InvalidPricing,
             "The card's product is no longer configured",
@@ -121,19 +149,29 @@ async fn checked(
     })?;
     product.check_usable()?;
     product.check_topup_amount(amount)?;
-    let fee = product.topup_fee(amount);
-    Ok(Move {
+    Ok(product.topup_fee(amount))
+}
+
+fn topup_move(
+    project_id: &str,
+    card_id: String,
+    amount: Amount,
+    fee: Amount,
+    now: i64,
+    token: &IdempotencyToken,
+) -> Move {
+    Move {
         project_id: project_id.to_owned(),
         order_id: new_id(),
         now,
         token: token.clone(),
         key_expires_at: now + KEY_TTL_MICROS,
         kind: Kind::Topup(TopupMove {
-            card_id: card.id,
+            card_id,
             amount,
             fee,
         }),
-    })
+    }
 }
 
 /// A top-up the provider confirmed, for the master balance's writer: its order as the

@@ -338,9 +338,8 @@ async fn provider_card(
     card_id: &str,
 ) -> Result<(String, String), StoreError> {
     let mut conn = state.store.conn().await?;
-    cards::get(&mut conn, project_id, card_id)
+    cards::provider_card(&mut conn, project_id, card_id)
         .await?
-        .and_then(|c| Some((c.subprovider_code, c.provider_card_id?)))
         .ok_or(StoreError::NotFound("provider card"))
 }
 
