@@ -172,7 +172,9 @@ class ConsoleInChromium(unittest.TestCase):
         self.open("/console/")
         marker = "console-test-marker"
         d.execute_script("document.getElementById('live').setAttribute('data-marker', arguments[0])", marker)
-        WebDriverWait(d, 25).until(
+        # The swap this waits for can replace the element between finding it and reading
+        # it: a stale element means the refresh came, and the next poll reads the new one.
+        WebDriverWait(d, 25, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda drv: drv.find_element(By.ID, "live").get_attribute("data-marker") != marker)
         self.assert_clean_console()
 

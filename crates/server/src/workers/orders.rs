@@ -252,6 +252,17 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                         order.provider_card_status = Some(issued.provider_status.clone());
                         order.last_error = None;
                         order.updated_at = now;
+                        // With no initial top-up the order is complete with its card: one
+                        // write, not a second one for the skipped step (the state a
+                        // resumed order reaches through `card_create_done` is the same).
+                        let complete = order.data.get("initial_topup").is_none();
+                        let lease = if complete {
+                            order.issue_status = Some("completed".into());
+                            mark_completed(&mut order, now);
+                            Lease::Release
+                        } else {
+                            renew()
+                        };
                         let mut tx = state.store.begin().await?;
                         cards::mark_issued(
                             &mut tx,
@@ -267,8 +278,11 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                             },
                         )
                         .await?;
-                        orders::save_step(&mut tx, &order, worker, renew()).await?;
+                        orders::save_step(&mut tx, &order, worker, lease).await?;
                         tx.commit().await?;
+                        if complete {
+                            return Ok(());
+                        }
                     }
                     Err(e) => match after_error(&mut order, &e) {
                         None => return save(state, worker, &order).await,
