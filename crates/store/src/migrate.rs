@@ -109,6 +109,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0016_cards_by_status.sql"),
         postgres: include_str!("../migrations/postgres/0016_cards_by_status.sql"),
     },
+    Migration {
+        version: 17,
+        name: "cardholders_by_user",
+        sqlite: include_str!("../migrations/sqlite/0017_cardholders_by_user.sql"),
+        postgres: include_str!("../migrations/postgres/0017_cardholders_by_user.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
