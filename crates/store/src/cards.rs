@@ -256,9 +256,10 @@ pub fn remember(card: &CardRecord) {
 }
 
 /// Where a card lives at its provider: (subprovider, provider card id), once the
-/// provider issued it; remembered (`CardFacts`) once known.
+/// provider issued it; remembered (`CardFacts`) once known, and then answered without
+/// taking a connection from the pool.
 pub async fn provider_card(
-    conn: &mut Conn,
+    store: &crate::Store,
     project_id: &str,
     id: &str,
 ) -> Result<Option<(String, String)>, StoreError> {
@@ -270,7 +271,8 @@ pub async fn provider_card(
     {
         return Ok(Some((subprovider_code, provider_card_id)));
     }
-    let Some(card) = get(conn, project_id, id).await? else {
+    let mut conn = store.conn().await?;
+    let Some(card) = get(&mut conn, project_id, id).await? else {
         return Ok(None);
     };
     remember(&card);

@@ -351,8 +351,7 @@ async fn provider_card(
     project_id: &str,
     card_id: &str,
 ) -> Result<(String, String), StoreError> {
-    let mut conn = state.store.conn().await?;
-    cards::provider_card(&mut conn, project_id, card_id)
+    cards::provider_card(&state.store, project_id, card_id)
         .await?
         .ok_or(StoreError::NotFound("provider card"))
 }
