@@ -115,6 +115,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0017_cardholders_by_user.sql"),
         postgres: include_str!("../migrations/postgres/0017_cardholders_by_user.sql"),
     },
+    Migration {
+        version: 18,
+        name: "card_usage_per_statement",
+        sqlite: include_str!("../migrations/sqlite/0018_card_usage_per_statement.sql"),
+        postgres: include_str!("../migrations/postgres/0018_card_usage_per_statement.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
