@@ -121,6 +121,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0018_card_usage_per_statement.sql"),
         postgres: include_str!("../migrations/postgres/0018_card_usage_per_statement.sql"),
     },
+    Migration {
+        version: 19,
+        name: "orders_hot_updates",
+        sqlite: include_str!("../migrations/sqlite/0019_orders_hot_updates.sql"),
+        postgres: include_str!("../migrations/postgres/0019_orders_hot_updates.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
