@@ -109,10 +109,12 @@ pub async fn start(
     )?;
     let orders_wakeup = Arc::new(Notify::new());
     let deliveries_wakeup = Arc::new(Notify::new());
+    let born = Arc::<crate::workers::born::Born>::default();
     let master_writer = crate::flows::master_writer::MasterWriter::start(
         store.clone(),
         orders_wakeup.clone(),
         deliveries_wakeup.clone(),
+        born.clone(),
     );
     let controls = Arc::new(crate::network::controls::ControlsCache::default());
     let auth_writer = crate::network::auth_writer::AuthWriter::start(
@@ -130,6 +132,7 @@ pub async fn start(
         config: Arc::new(config),
         providers,
         orders_wakeup,
+        born,
         deliveries_wakeup,
         master_writer,
         rate_limiter: Arc::default(),

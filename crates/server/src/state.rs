@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub providers: Providers,
     /// Wakes this process's order workers when an order is created.
     pub orders_wakeup: Arc<Notify>,
+    /// Orders born leased to this process's order workers (`workers/born.rs`).
+    pub born: Arc<crate::workers::born::Born>,
     /// Token buckets of the per-key rate limit.
     pub rate_limiter: Arc<crate::pipeline::rate_limit::RateLimiter>,
     /// Wakes this process's webhook delivery worker when deliveries are queued.

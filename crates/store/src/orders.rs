@@ -92,11 +92,18 @@ pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> 
 }
 
 /// Adds many orders to `inserts` (a batch writer's), as `insert` writes one.
-pub fn insert_many(inserts: &mut crate::query::Inserts, orders: &[OrderRecord]) {
+/// `leased`: the orders are inserted leased to a worker (`worker_id`, until), as a
+/// claim would leave them, with the claim's attempt counted.
+pub fn insert_many(
+    inserts: &mut crate::query::Inserts,
+    orders: &[OrderRecord],
+    leased: Option<(&str, i64)>,
+) {
     use crate::query::Cell;
     let rows: Vec<Vec<Cell>> = orders
         .iter()
         .map(|o| {
+            let attempts = o.attempts + i64::from(leased.is_some());
             vec![
                 Cell::text(&o.id),
                 Cell::text(&o.project_id),
@@ -112,19 +119,22 @@ pub fn insert_many(inserts: &mut crate::query::Inserts, orders: &[OrderRecord]) 
                 Cell::Text(o.topup_status.clone()),
                 Cell::Int(o.is_issued.map(i64::from)),
                 Cell::Text(o.provider_card_status.clone()),
-                Cell::int(o.attempts),
+                Cell::int(attempts),
                 Cell::Int(o.next_attempt_at),
                 Cell::int(o.created_at),
                 Cell::int(o.updated_at),
                 Cell::Int(o.completed_at),
                 Cell::Int(o.failed_at),
+                Cell::Int(leased.map(|(_, until)| until)),
+                Cell::Text(leased.map(|(worker, _)| worker.to_owned())),
             ]
         })
         .collect();
     inserts.add(
         "INSERT INTO orders (id, project_id, order_type, status, card_id, balance_before, balance_after, \
          last_error, last_error_slug, data, issue_status, topup_status, is_issued, provider_card_status, \
-         attempts, next_attempt_at, created_at, updated_at, completed_at, failed_at)",
+         attempts, next_attempt_at, created_at, updated_at, completed_at, failed_at, locked_until, \
+         locked_by)",
         rows,
     );
 }

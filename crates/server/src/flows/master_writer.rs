@@ -31,6 +31,7 @@
 
 use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use crate::pipeline::idempotency::{conflict, IdempotencyToken};
+use crate::workers::born::{Born, Place};
 use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::group_commit::Stats;
@@ -133,12 +134,20 @@ pub(crate) enum Answer {
 }
 
 /// What the writer did with an item.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum Written {
-    /// A move's answer.
-    Move(Answer),
+    /// A move's answer, and the order it created if that was born leased to this
+    /// process's workers (`workers/born.rs`): handed over once the batch is durable.
+    Move(Answer, Option<Box<Handoff>>),
     /// A confirmed top-up completed its order.
     Confirmed,
+}
+
+/// A committed order born leased, and its place in the queue of this process's workers.
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    place: Place,
+    order: OrderRecord,
 }
 
 /// The handle to the writers. Cloning shares them.
@@ -151,10 +160,12 @@ impl MasterWriter {
         store: Store,
         orders_wakeup: Arc<Notify>,
         deliveries_wakeup: Arc<Notify>,
+        born: Arc<Born>,
     ) -> MasterWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
-        let apply: ApplyFn<Item, Written> = Arc::new(|mut conn, items, only| {
-            Box::pin(async move { apply_in(&mut conn, &picked(&items, only)).await })
+        let apply: ApplyFn<Item, Written> = Arc::new(move |mut conn, items, only| {
+            let born = born.clone();
+            Box::pin(async move { apply_in(&mut conn, &picked(&items, only), &born).await })
         });
         let wakeups = Wakeups {
             orders: orders_wakeup,
@@ -174,11 +185,17 @@ impl MasterWriter {
     }
 
     /// Applies `m` in its project's writer's next batch; answers once that batch is
-    /// durable.
+    /// durable, after handing the order it created to this process's workers if it was
+    /// born leased to them.
     pub(crate) async fn submit(&self, m: Move) -> Result<Answer, ApiError> {
         let project = m.project_id.clone();
         match self.0.submit(&project, Item::Move(m)).await? {
-            Written::Move(answer) => Ok(answer),
+            Written::Move(answer, handoff) => {
+                if let Some(h) = handoff {
+                    h.place.hand_over(h.order);
+                }
+                Ok(answer)
+            }
             Written::Confirmed => Err(ApiError::internal()),
         }
     }
@@ -194,7 +211,7 @@ impl MasterWriter {
             .await?
         {
             Written::Confirmed => Ok(()),
-            Written::Move(_) => Err(ApiError::internal()),
+            Written::Move(..) => Err(ApiError::internal()),
         }
     }
 }
@@ -245,6 +262,7 @@ type Answers = Vec<Result<Written, ApiError>>;
 async fn apply_in(
     conn: &mut BatchConn<'_>,
     items: &[&Item],
+    born: &Born,
 ) -> Result<(Answers, Queued), StoreError> {
     let mut by_project: Vec<usize> = (0..items.len()).collect();
     by_project.sort_by(|a, b| items[*a].project_id().cmp(items[*b].project_id()));
@@ -252,10 +270,10 @@ async fn apply_in(
     let mut queued = Queued::default();
     for group in by_project.chunk_by(|a, b| items[*a].project_id() == items[*b].project_id()) {
         let members: Vec<&Item> = group.iter().map(|i| items[*i]).collect();
-        let (decided, deliveries) = apply_project(conn, &members).await?;
-        queued.deliveries |= deliveries > 0;
-        for (i, answer) in group.iter().zip(decided) {
-            queued.orders |= matches!(answer, Ok(Written::Move(Answer::Created(_))));
+        let applied = apply_project(conn, &members, born).await?;
+        queued.deliveries |= applied.deliveries > 0;
+        queued.orders |= applied.claimable;
+        for (i, answer) in group.iter().zip(applied.answers) {
             answers[*i] = Some(answer);
         }
     }
@@ -272,14 +290,27 @@ enum Source {
     Confirmed(usize),
 }
 
-/// One project's items, in arrival order, inside the batch's transaction, and how many
-/// webhook deliveries their events queued.
+/// One project's items applied.
+struct Applied {
+    answers: Answers,
+    /// Webhook deliveries their events queued.
+    deliveries: usize,
+    /// Whether an order was created that no worker holds yet (its workers must claim it).
+    claimable: bool,
+}
+
+/// One project's items, in arrival order, inside the batch's transaction.
 async fn apply_project(
     conn: &mut BatchConn<'_>,
     items: &[&Item],
-) -> Result<(Answers, usize), StoreError> {
+    born: &Born,
+) -> Result<Applied, StoreError> {
     let Some(project_id) = items.first().map(|m| m.project_id()) else {
-        return Ok((Vec::new(), 0));
+        return Ok(Applied {
+            answers: Vec::new(),
+            deliveries: 0,
+            claimable: false,
+        });
     };
     // Every move is a request; `Item` places are kept for the answers.
     let moves: Vec<Option<&Move>> = items
@@ -435,7 +466,17 @@ async fn apply_project(
     for card in &new_cards {
         ledger::open_card_accounts(&mut inserts, project_id, &card.id, card.created_at);
     }
-    orders::insert_many(&mut inserts, &new_orders);
+    // Each new order with a place in this process's queue is born leased to its workers.
+    let lease_until = issuing_domain::time::now_micros() + crate::workers::orders::lease_micros();
+    let places: Vec<Option<Place>> = new_orders.iter().map(|_| born.reserve()).collect();
+    let (leased, claimable): (Vec<_>, Vec<_>) = new_orders
+        .iter()
+        .zip(&places)
+        .partition(|(_, place)| place.is_some());
+    let leased: Vec<OrderRecord> = leased.into_iter().map(|(o, _)| o.clone()).collect();
+    let claimable: Vec<OrderRecord> = claimable.into_iter().map(|(o, _)| o.clone()).collect();
+    orders::insert_many(&mut inserts, &leased, Some((born.worker_id(), lease_until)));
+    orders::insert_many(&mut inserts, &claimable, None);
     let new_events: Vec<NewEvent<'_>> = new_orders
         .iter()
         .zip(&events_of)
@@ -455,8 +496,18 @@ async fn apply_project(
         .any(|f| stored.contains_key(&(f.key.endpoint, f.key.key)));
     idempotency::store_many(conn, &finished, replacing, &mut inserts).await?;
     inserts.write(conn).await?;
-    if !new_orders.is_empty() {
+    if !claimable.is_empty() {
         issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+    }
+    // `bodies` and `new_orders` were pushed together, one per created order.
+    let mut handoffs: HashMap<usize, Box<Handoff>> = HashMap::new();
+    for (((i, _), order), place) in bodies.iter().zip(new_orders).zip(places) {
+        if let Some(place) = place {
+            let mut order = order;
+            // As the claim it replaces would have counted it.
+            order.attempts += 1;
+            handoffs.insert(*i, Box::new(Handoff { place, order }));
+        }
     }
     for (i, body) in bodies {
         answers[i] = Some(Ok(Answer::Created(body)));
@@ -468,7 +519,8 @@ async fn apply_project(
     }
     let mut answers: Vec<Option<Result<Written, ApiError>>> = answers
         .into_iter()
-        .map(|a| a.map(|a| a.map(Written::Move)))
+        .enumerate()
+        .map(|(i, a)| a.map(|a| a.map(|answer| Written::Move(answer, handoffs.remove(&i)))))
         .collect();
     for (i, written) in confirmed {
         answers[i] = Some(written);
@@ -477,7 +529,11 @@ async fn apply_project(
         .into_iter()
         .map(|a| a.ok_or_else(|| StoreError::Corrupt("an item without an answer".into())))
         .collect::<Result<_, _>>()?;
-    Ok((answers, deliveries))
+    Ok(Applied {
+        answers,
+        deliveries,
+        claimable: !claimable.is_empty(),
+    })
 }
 
 /// The stored keys of the batch's moves, by endpoint and key.

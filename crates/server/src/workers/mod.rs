@@ -1,5 +1,6 @@
 //! Background workers. Each runs until the shutdown signal and bounds its batches.
 
+pub(crate) mod born;
 pub(crate) mod chain;
 pub(crate) mod cleanup;
 pub(crate) mod deliveries;

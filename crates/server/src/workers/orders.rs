@@ -43,53 +43,112 @@ fn micros(d: Duration) -> i64 {
 /// provider calls are repeated with the same idempotency keys) and the orders are
 /// released for the next worker at once instead of when their leases run out.
 ///
-/// A worker claims up to `CLAIM_BATCH` due orders in one write and works on them side
-/// by side: one claim, and (for top-ups) one batch of the master balance's writer for
-/// their completions, instead of a write transaction each.
+/// A worker takes the orders born leased to this process first (`born.rs`: they need no
+/// claim), else claims up to `CLAIM_BATCH` due orders in one write, and works on them
+/// side by side: (for top-ups) one batch of the master balance's writer for their
+/// completions, instead of a write transaction each. Stopping, it hands back the born
+/// orders no worker took yet.
 pub(crate) async fn run(
     state: AppState,
     mut shutdown: watch::Receiver<bool>,
     mut hand_back: watch::Receiver<bool>,
 ) {
     let worker_id = new_id();
+    let born_id = state.born.worker_id().to_owned();
     loop {
         if *shutdown.borrow() {
+            release_born(&state).await;
             return;
         }
-        match claim(&state, &worker_id).await {
-            Ok(claimed) if !claimed.is_empty() => {
-                let ids: Vec<String> = claimed.iter().map(|o| o.id.clone()).collect();
-                let work = futures::future::join_all(claimed.into_iter().map(|order| {
-                    let (state, worker_id) = (&state, &worker_id);
-                    async move {
-                        let id = order.id.clone();
-                        if let Err(e) = process(state, worker_id, order).await {
-                            // The lease expires and the order is retried from its saved step.
-                            tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
-                        }
-                    }
-                }));
-                tokio::select! {
-                    _ = work => {}
-                    _ = hand_back.changed() => {
-                        // An order whose step committed was released by it already.
-                        for id in &ids {
-                            release(&state, id, &worker_id).await;
-                        }
-                        return;
-                    }
+        let born = state.born.take_waiting(BORN_BATCH);
+        let (orders, holder) = if born.is_empty() {
+            match claim(&state, &worker_id).await {
+                Ok(claimed) => (claimed, &worker_id),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not claim an order");
+                    (Vec::new(), &worker_id)
                 }
-                continue;
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "could not claim an order"),
+        } else {
+            (born, &born_id)
+        };
+        if !orders.is_empty() {
+            if work(&state, holder, orders, &mut hand_back).await == Stop::HandedBack {
+                return;
+            }
+            continue;
         }
         tokio::select! {
+            born = state.born.take(BORN_BATCH) => {
+                if work(&state, &born_id, born, &mut hand_back).await == Stop::HandedBack {
+                    return;
+                }
+            }
             _ = state.orders_wakeup.notified() => {}
             _ = tokio::time::sleep(POLL) => {}
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => {
+                release_born(&state).await;
+                return;
+            }
         }
     }
+}
+
+/// Born orders one worker takes at once, as many as a claim.
+const BORN_BATCH: usize = CLAIM_BATCH as usize;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    Finished,
+    HandedBack,
+}
+
+/// Works on `orders`, leased to `holder`, side by side until they are done, or until
+/// `hand_back`: then they are released, with the born orders no worker took yet.
+async fn work(
+    state: &AppState,
+    holder: &str,
+    orders: Vec<OrderRecord>,
+    hand_back: &mut watch::Receiver<bool>,
+) -> Stop {
+    let ids: Vec<String> = orders.iter().map(|o| o.id.clone()).collect();
+    let work = futures::future::join_all(orders.into_iter().map(|order| async move {
+        let id = order.id.clone();
+        if let Err(e) = process(state, holder, order).await {
+            // The lease expires and the order is retried from its saved step.
+            tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
+        }
+    }));
+    tokio::select! {
+        _ = work => Stop::Finished,
+        _ = hand_back.changed() => {
+            // An order whose step committed was released by it already.
+            for id in &ids {
+                release(state, id, holder).await;
+            }
+            release_born(state).await;
+            Stop::HandedBack
+        }
+    }
+}
+
+/// Hands back the orders born leased to this process that no worker took: due at once
+/// for the next server's workers instead of when their leases run out.
+async fn release_born(state: &AppState) {
+    loop {
+        let waiting = state.born.take_waiting(BORN_BATCH);
+        if waiting.is_empty() {
+            return;
+        }
+        for order in &waiting {
+            release(state, &order.id, state.born.worker_id()).await;
+        }
+    }
+}
+
+/// The lease a claim takes, in microseconds: also the lease of an order born leased.
+pub(crate) fn lease_micros() -> i64 {
+    micros(LEASE)
 }
 
 async fn release(state: &AppState, order_id: &str, worker_id: &str) {

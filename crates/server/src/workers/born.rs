@@ -1,0 +1,89 @@
+//! Orders born leased: the master balance's writer inserts the orders it creates already
+//! leased to this process's order workers and, once its batch is durable, hands them to
+//! them here, so a new order costs no claim (a write that found it and leased it: on
+//! PostgreSQL 1.5 ms per 16 orders, on SQLite a turn of the one writer thread).
+//!
+//! - An order is born leased only with a place reserved for it in this bounded queue
+//!   before its insert, so a leased order always has a place to go; without room it is
+//!   born unleased and a worker claims it as before.
+//! - The lease is the one a claim would take (`LEASE`, held by `worker_id`), so
+//!   everything after it is the claimed path: steps fenced on it, a crash leaving the
+//!   order to be claimed when it runs out, a stopping server handing it back.
+//! - The hand-over follows the commit: a worker never acts on an order that might not
+//!   exist. Were the hand-over lost (the request that made the order gone before its
+//!   answer), the order waits out its lease and is claimed like a crashed worker's.
+
+use issuing_domain::ids::new_id;
+use issuing_store::orders::OrderRecord;
+use tokio::sync::{mpsc, Mutex};
+
+/// Orders handed over and not yet taken: bounds what waits in memory; beyond it new
+/// orders are claimed from the table.
+const QUEUE: usize = 512;
+
+/// The queue of orders born leased to this process.
+#[derive(Debug)]
+pub(crate) struct Born {
+    /// Holds the lease of every order born here, whichever worker takes it.
+    worker_id: String,
+    sender: mpsc::Sender<OrderRecord>,
+    receiver: Mutex<mpsc::Receiver<OrderRecord>>,
+}
+
+/// An order's place in the queue, reserved before its insert; handed over after the
+/// commit.
+#[derive(Debug)]
+pub(crate) struct Place(mpsc::OwnedPermit<OrderRecord>);
+
+impl Place {
+    /// Queues the committed order for this process's workers.
+    pub(crate) fn hand_over(self, order: OrderRecord) {
+        self.0.send(order);
+    }
+}
+
+impl Default for Born {
+    fn default() -> Self {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        Born {
+            worker_id: new_id(),
+            sender,
+            receiver: Mutex::new(receiver),
+        }
+    }
+}
+
+impl Born {
+    /// The lease holder of the orders born here.
+    pub(crate) fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// A place for one more order, if the queue has room.
+    pub(crate) fn reserve(&self) -> Option<Place> {
+        self.sender.clone().try_reserve_owned().ok().map(Place)
+    }
+
+    /// Up to `max` orders, waiting for the first. Cancel-safe: an order is taken only
+    /// when this returns.
+    pub(crate) async fn take(&self, max: usize) -> Vec<OrderRecord> {
+        let mut orders = Vec::with_capacity(max);
+        let mut receiver = self.receiver.lock().await;
+        receiver.recv_many(&mut orders, max).await;
+        orders
+    }
+
+    /// Up to `max` orders already waiting, without waiting for any.
+    pub(crate) fn take_waiting(&self, max: usize) -> Vec<OrderRecord> {
+        let mut orders = Vec::new();
+        if let Ok(mut receiver) = self.receiver.try_lock() {
+            while orders.len() < max {
+                match receiver.try_recv() {
+                    Ok(order) => orders.push(order),
+                    Err(_) => break,
+                }
+            }
+        }
+        orders
+    }
+}
