@@ -16,6 +16,12 @@ mod trigger;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use settings::GlobalArgs;
 
+/// mimalloc, not the system's malloc: under load glibc's malloc and free took a sixth of
+/// the server's CPU, its arenas contended between the runtime's threads
+/// (docs/benchmarks.md, issue 21 fourth round).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "issuing",
