@@ -148,6 +148,8 @@ pub(crate) enum Written {
 pub(crate) struct Handoff {
     place: Place,
     order: OrderRecord,
+    /// The end of its lease.
+    until: i64,
 }
 
 /// The handle to the writers. Cloning shares them.
@@ -192,7 +194,7 @@ impl MasterWriter {
         match self.0.submit(&project, Item::Move(m)).await? {
             Written::Move(answer, handoff) => {
                 if let Some(h) = handoff {
-                    h.place.hand_over(h.order);
+                    h.place.hand_over(h.order, h.until);
                 }
                 Ok(answer)
             }
@@ -506,7 +508,14 @@ async fn apply_project(
             let mut order = order;
             // As the claim it replaces would have counted it.
             order.attempts += 1;
-            handoffs.insert(*i, Box::new(Handoff { place, order }));
+            handoffs.insert(
+                *i,
+                Box::new(Handoff {
+                    place,
+                    order,
+                    until: lease_until,
+                }),
+            );
         }
     }
     for (i, body) in bodies {

@@ -12,33 +12,44 @@
 //! - The hand-over follows the commit: a worker never acts on an order that might not
 //!   exist. Were the hand-over lost (the request that made the order gone before its
 //!   answer), the order waits out its lease and is claimed like a crashed worker's.
+//! - An order that waited here until its lease could no longer cover a provider call is
+//!   not started but handed back, due at once (`workers/orders.rs`): a claim then leases
+//!   it afresh, as a worker must never run a step on a lease that may expire under it.
 
 use issuing_domain::ids::new_id;
 use issuing_store::orders::OrderRecord;
 use tokio::sync::{mpsc, Mutex};
 
-/// Orders handed over and not yet taken: bounds what waits in memory; beyond it new
-/// orders are claimed from the table.
+/// Orders handed over and not yet taken: bounds what waits in memory (and how long:
+/// 16 rounds of two workers' 16 orders); beyond it new orders are claimed from the
+/// table.
 const QUEUE: usize = 512;
+
+/// An order born leased, with the end of its lease (microseconds).
+#[derive(Debug)]
+pub(crate) struct Leased {
+    pub order: OrderRecord,
+    pub until: i64,
+}
 
 /// The queue of orders born leased to this process.
 #[derive(Debug)]
 pub(crate) struct Born {
     /// Holds the lease of every order born here, whichever worker takes it.
     worker_id: String,
-    sender: mpsc::Sender<OrderRecord>,
-    receiver: Mutex<mpsc::Receiver<OrderRecord>>,
+    sender: mpsc::Sender<Leased>,
+    receiver: Mutex<mpsc::Receiver<Leased>>,
 }
 
 /// An order's place in the queue, reserved before its insert; handed over after the
 /// commit.
 #[derive(Debug)]
-pub(crate) struct Place(mpsc::OwnedPermit<OrderRecord>);
+pub(crate) struct Place(mpsc::OwnedPermit<Leased>);
 
 impl Place {
-    /// Queues the committed order for this process's workers.
-    pub(crate) fn hand_over(self, order: OrderRecord) {
-        self.0.send(order);
+    /// Queues the committed order, leased until `until`, for this process's workers.
+    pub(crate) fn hand_over(self, order: OrderRecord, until: i64) {
+        self.0.send(Leased { order, until });
     }
 }
 
@@ -66,7 +77,7 @@ impl Born {
 
     /// Up to `max` orders, waiting for the first. Cancel-safe: an order is taken only
     /// when this returns.
-    pub(crate) async fn take(&self, max: usize) -> Vec<OrderRecord> {
+    pub(crate) async fn take(&self, max: usize) -> Vec<Leased> {
         let mut orders = Vec::with_capacity(max);
         let mut receiver = self.receiver.lock().await;
         receiver.recv_many(&mut orders, max).await;
@@ -74,7 +85,7 @@ impl Born {
     }
 
     /// Up to `max` orders already waiting, without waiting for any.
-    pub(crate) fn take_waiting(&self, max: usize) -> Vec<OrderRecord> {
+    pub(crate) fn take_waiting(&self, max: usize) -> Vec<Leased> {
         let mut orders = Vec::new();
         if let Ok(mut receiver) = self.receiver.try_lock() {
             while orders.len() < max {

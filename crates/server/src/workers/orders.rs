@@ -7,6 +7,7 @@
 //! again. New orders wake the workers at once (in-process notify; PostgreSQL NOTIFY for
 //! the other processes); polling only covers retries and lost wake-ups.
 
+use super::born;
 use crate::flows::money::{self, Acct};
 use crate::provider::{bounded, CreateCard, ProviderError};
 use crate::state::AppState;
@@ -60,7 +61,7 @@ pub(crate) async fn run(
             release_born(&state).await;
             return;
         }
-        let born = state.born.take_waiting(BORN_BATCH);
+        let born = fresh(&state, state.born.take_waiting(BORN_BATCH)).await;
         let (orders, holder) = if born.is_empty() {
             match claim(&state, &worker_id).await {
                 Ok(claimed) => (claimed, &worker_id),
@@ -80,6 +81,7 @@ pub(crate) async fn run(
         }
         tokio::select! {
             born = state.born.take(BORN_BATCH) => {
+                let born = fresh(&state, born).await;
                 if work(&state, &born_id, born, &mut hand_back).await == Stop::HandedBack {
                     return;
                 }
@@ -93,6 +95,9 @@ pub(crate) async fn run(
         }
     }
 }
+
+/// Why a stopping server's orders are handed back, for the log.
+const STOPPING: &str = "the server is stopping";
 
 /// Born orders one worker takes at once, as many as a claim.
 const BORN_BATCH: usize = CLAIM_BATCH as usize;
@@ -124,7 +129,7 @@ async fn work(
         _ = hand_back.changed() => {
             // An order whose step committed was released by it already.
             for id in &ids {
-                release(state, id, holder).await;
+                release(state, id, holder, STOPPING).await;
             }
             release_born(state).await;
             Stop::HandedBack
@@ -140,10 +145,27 @@ async fn release_born(state: &AppState) {
         if waiting.is_empty() {
             return;
         }
-        for order in &waiting {
-            release(state, &order.id, state.born.worker_id()).await;
+        for leased in &waiting {
+            release(state, &leased.order.id, state.born.worker_id(), STOPPING).await;
         }
     }
+}
+
+/// The born orders whose lease still covers a provider call: a step must never run on a
+/// lease that may run out under it. The others waited too long in the queue and are
+/// handed back, due at once for a claim with a fresh lease.
+async fn fresh(state: &AppState, born: Vec<born::Leased>) -> Vec<OrderRecord> {
+    let enough = now_micros() + micros(crate::provider::PROVIDER_TIMEOUT);
+    let mut fresh = Vec::with_capacity(born.len());
+    for leased in born {
+        if leased.until > enough {
+            fresh.push(leased.order);
+        } else {
+            let why = "its lease ran low while it waited in the queue";
+            release(state, &leased.order.id, state.born.worker_id(), why).await;
+        }
+    }
+    fresh
 }
 
 /// The lease a claim takes, in microseconds: also the lease of an order born leased.
@@ -151,15 +173,16 @@ pub(crate) fn lease_micros() -> i64 {
     micros(LEASE)
 }
 
-async fn release(state: &AppState, order_id: &str, worker_id: &str) {
+/// Hands an order back, due at once for the next worker; `why` says why, for the log.
+async fn release(state: &AppState, order_id: &str, worker_id: &str, why: &'static str) {
     let released = async {
         let mut conn = state.store.conn().await?;
         orders::release(&mut conn, order_id, worker_id).await
     };
     match released.await {
-        Ok(()) => tracing::info!(order_id, "stopping: order handed back for the next worker"),
+        Ok(()) => tracing::info!(order_id, why, "order handed back for the next worker"),
         // Its lease runs out instead.
-        Err(e) => tracing::warn!(order_id, error = %e, "stopping: could not hand an order back"),
+        Err(e) => tracing::warn!(order_id, why, error = %e, "could not hand an order back"),
     }
 }
 
