@@ -98,3 +98,40 @@ impl Born {
         orders
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(id: &str) -> OrderRecord {
+        crate::flows::topup::new_order("prj", id, "card_topup", "card", 1, serde_json::json!({}))
+    }
+
+    #[tokio::test]
+    async fn places_are_bounded_and_freed_when_not_used() {
+        let born = Born::default();
+        let places: Vec<Place> = (0..QUEUE).map_while(|_| born.reserve()).collect();
+        assert_eq!(places.len(), QUEUE, "every place up to the bound");
+        assert!(born.reserve().is_none(), "no place beyond the bound");
+        // A place given up (its batch rolled back, its answer lost) is free again.
+        drop(places);
+        assert!(born.reserve().is_some());
+    }
+
+    #[tokio::test]
+    async fn handed_over_orders_are_taken_in_order_with_their_lease() {
+        let born = Born::default();
+        let (a, b, c) = (born.reserve(), born.reserve(), born.reserve());
+        assert!(born.take_waiting(16).is_empty(), "a place is not an order");
+        a.unwrap().hand_over(order("ord_a"), 10);
+        b.unwrap().hand_over(order("ord_b"), 20);
+        drop(c);
+        let taken = born.take_waiting(1);
+        assert_eq!(taken.len(), 1, "at most what was asked");
+        assert_eq!((taken[0].order.id.as_str(), taken[0].until), ("ord_a", 10));
+        let taken = born.take(16).await;
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].order.id.as_str(), taken[0].until), ("ord_b", 20));
+        assert!(born.take_waiting(16).is_empty());
+    }
+}
