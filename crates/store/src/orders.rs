@@ -93,7 +93,7 @@ pub async fn insert(conn: &mut Conn, o: &OrderRecord) -> Result<(), StoreError> 
 
 /// Adds many orders to `inserts` (a batch writer's), as `insert` writes one.
 /// `leased`: the orders are inserted leased to a worker (`worker_id`, until), as a
-/// claim would leave them, with the claim's attempt counted.
+/// claim would leave them (the caller counts the claim's attempt in `attempts`).
 pub fn insert_many(
     inserts: &mut crate::query::Inserts,
     orders: &[OrderRecord],
@@ -103,7 +103,6 @@ pub fn insert_many(
     let rows: Vec<Vec<Cell>> = orders
         .iter()
         .map(|o| {
-            let attempts = o.attempts + i64::from(leased.is_some());
             vec![
                 Cell::text(&o.id),
                 Cell::text(&o.project_id),
@@ -119,7 +118,7 @@ pub fn insert_many(
                 Cell::Text(o.topup_status.clone()),
                 Cell::Int(o.is_issued.map(i64::from)),
                 Cell::Text(o.provider_card_status.clone()),
-                Cell::int(attempts),
+                Cell::int(o.attempts),
                 Cell::Int(o.next_attempt_at),
                 Cell::int(o.created_at),
                 Cell::int(o.updated_at),

@@ -468,15 +468,22 @@ async fn apply_project(
     for card in &new_cards {
         ledger::open_card_accounts(&mut inserts, project_id, &card.id, card.created_at);
     }
-    // Each new order with a place in this process's queue is born leased to its workers.
+    // Each new order with a place in this process's queue is born leased to its workers,
+    // its attempt counted as the claim it replaces would count it. `bodies` and
+    // `new_orders` were pushed together, one per created order.
     let lease_until = issuing_domain::time::now_micros() + crate::workers::orders::lease_micros();
-    let places: Vec<Option<Place>> = new_orders.iter().map(|_| born.reserve()).collect();
-    let (leased, claimable): (Vec<_>, Vec<_>) = new_orders
-        .iter()
-        .zip(&places)
-        .partition(|(_, place)| place.is_some());
-    let leased: Vec<OrderRecord> = leased.into_iter().map(|(o, _)| o.clone()).collect();
-    let claimable: Vec<OrderRecord> = claimable.into_iter().map(|(o, _)| o.clone()).collect();
+    let (mut leased, mut places, mut claimable) = (Vec::new(), Vec::new(), Vec::new());
+    for ((i, _), order) in bodies.iter().zip(&new_orders) {
+        let mut order = order.clone();
+        match born.reserve() {
+            Some(place) => {
+                order.attempts += 1;
+                leased.push(order);
+                places.push((*i, place));
+            }
+            None => claimable.push(order),
+        }
+    }
     orders::insert_many(&mut inserts, &leased, Some((born.worker_id(), lease_until)));
     orders::insert_many(&mut inserts, &claimable, None);
     let new_events: Vec<NewEvent<'_>> = new_orders
@@ -501,23 +508,18 @@ async fn apply_project(
     if !claimable.is_empty() {
         issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
     }
-    // `bodies` and `new_orders` were pushed together, one per created order.
-    let mut handoffs: HashMap<usize, Box<Handoff>> = HashMap::new();
-    for (((i, _), order), place) in bodies.iter().zip(new_orders).zip(places) {
-        if let Some(place) = place {
-            let mut order = order;
-            // As the claim it replaces would have counted it.
-            order.attempts += 1;
-            handoffs.insert(
-                *i,
-                Box::new(Handoff {
-                    place,
-                    order,
-                    until: lease_until,
-                }),
-            );
-        }
-    }
+    let mut handoffs: HashMap<usize, Box<Handoff>> = places
+        .into_iter()
+        .zip(leased)
+        .map(|((i, place), order)| {
+            let handoff = Handoff {
+                place,
+                order,
+                until: lease_until,
+            };
+            (i, Box::new(handoff))
+        })
+        .collect();
     for (i, body) in bodies {
         answers[i] = Some(Ok(Answer::Created(body)));
     }
