@@ -135,17 +135,28 @@ pub async fn statuses(
     project_id: &str,
     ids: &[&str],
 ) -> Result<std::collections::HashMap<String, (String, String)>, StoreError> {
-    use crate::writer::RowRead;
-    let rows = crate::query::project_rows_by_id(
-        conn,
+    let mut found = conn
+        .lookups_together(&[statuses_lookup(project_id, ids.to_vec())])
+        .await?;
+    statuses_of(found.pop().unwrap_or_default())
+}
+
+/// `statuses` as a lookup to run with others; its rows go to `statuses_of`.
+pub fn statuses_lookup<'a>(project_id: &'a str, ids: Vec<&'a str>) -> crate::writer::Lookup<'a> {
+    crate::writer::Lookup::project_rows(
         "cardholders",
         "id, registration_status, kyc_status",
         project_id,
         ids,
-        false,
     )
-    .await?;
-    let mut statuses = std::collections::HashMap::with_capacity(ids.len());
+}
+
+/// Each cardholder's (registration, KYC) status, by id, from `statuses_lookup`'s rows.
+pub fn statuses_of(
+    rows: Vec<crate::writer::Row>,
+) -> Result<std::collections::HashMap<String, (String, String)>, StoreError> {
+    use crate::writer::RowRead;
+    let mut statuses = std::collections::HashMap::with_capacity(rows.len());
     for row in rows {
         statuses.insert(
             row.text("id")?,

@@ -181,22 +181,35 @@ pub async fn lookup_many(
     endpoint: &str,
     keys: &[&str],
 ) -> Result<std::collections::HashMap<String, Stored>, StoreError> {
-    if keys.is_empty() {
-        return Ok(std::collections::HashMap::new());
-    }
-    use crate::writer::RowRead;
-    let rows = conn
-        .rows_by_keys(
-            "idempotency_keys",
-            "idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at",
-            "idem_key",
-            "project_id = $1 AND endpoint = $2",
-            &[project_id.into(), endpoint.into()],
-            keys,
-            false,
-        )
+    let mut found = conn
+        .lookups_together(&[lookup(project_id, endpoint, keys.to_vec())])
         .await?;
-    let mut stored = std::collections::HashMap::with_capacity(keys.len());
+    stored_of(found.pop().unwrap_or_default())
+}
+
+/// `lookup_many` as a lookup to run with others (`BatchConn::lookups_together`); its
+/// rows go to `stored_of`.
+pub fn lookup<'a>(
+    project_id: &'a str,
+    endpoint: &'a str,
+    keys: Vec<&'a str>,
+) -> crate::writer::Lookup<'a> {
+    crate::writer::Lookup {
+        table: "idempotency_keys",
+        columns: "idem_key, request_hash, state, response_status, response_body, claimed_until, expires_at",
+        key: "idem_key",
+        scope: "project_id = $1 AND endpoint = $2",
+        scope_params: vec![project_id.into(), endpoint.into()],
+        keys,
+    }
+}
+
+/// The stored keys `lookup`'s rows hold, by key.
+pub fn stored_of(
+    rows: Vec<crate::writer::Row>,
+) -> Result<std::collections::HashMap<String, Stored>, StoreError> {
+    use crate::writer::RowRead;
+    let mut stored = std::collections::HashMap::with_capacity(rows.len());
     for row in rows {
         stored.insert(
             row.text("idem_key")?,

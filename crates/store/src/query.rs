@@ -268,6 +268,33 @@ pub fn rows_of_list(
     }
 }
 
+/// `sql` with every `$N` outside quotes made `$(N + by)`, to follow `by` parameters of
+/// the statement it joins.
+pub(crate) fn shifted(sql: &str, by: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut quoted = false;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        out.push(c);
+        if c != '$' || quoted {
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&(n + by).to_string()),
+            Err(_) => out.push_str(&digits),
+        }
+    }
+    out
+}
+
 /// The rows (`columns`) of the project's `table` whose ids are `ids`, in their order,
 /// locked if `lock` (PostgreSQL): `rows_of_list` for the common case.
 pub async fn project_rows_by_id(
@@ -397,5 +424,19 @@ impl Inserts {
         let params: Vec<Param<'_>> = json.iter().map(Param::from).collect();
         conn.execute(&sql, &params).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shifted;
+
+    #[test]
+    fn placeholders_shift_outside_quotes() {
+        assert_eq!(
+            shifted("a = $1 AND b = '$2' AND c = $10 AND d = $", 3),
+            "a = $4 AND b = '$2' AND c = $13 AND d = $"
+        );
+        assert_eq!(shifted("$1", 0), "$1");
     }
 }

@@ -323,16 +323,35 @@ async fn apply_project(
         })
         .collect();
     let requests: Vec<&Move> = moves.iter().flatten().copied().collect();
-    let stored = stored_keys(conn, project_id, &requests).await?;
     let (mut topup_cards, mut holders) = (Vec::new(), Vec::new());
+    let (mut topup_keys, mut issue_keys) = (Vec::new(), Vec::new());
     for m in &requests {
         match &m.kind {
-            Kind::Topup(t) => topup_cards.push(t.card_id.as_str()),
-            Kind::Issue(i) => holders.push(i.card.cardholder_id.as_str()),
+            Kind::Topup(t) => {
+                topup_cards.push(t.card_id.as_str());
+                topup_keys.push(m.token.key());
+            }
+            Kind::Issue(i) => {
+                holders.push(i.card.cardholder_id.as_str());
+                issue_keys.push(m.token.key());
+            }
         }
     }
-    let card_statuses = cards::statuses(conn, project_id, &topup_cards).await?;
-    let holder_statuses = cardholders::statuses(conn, project_id, &holders).await?;
+    // What the batch's checks read, in one round trip: the keys of both endpoints, the
+    // top-ups' cards and the issues' cardholders.
+    let mut found = conn
+        .lookups_together(&[
+            idempotency::lookup(project_id, super::topup::ENDPOINT, topup_keys),
+            idempotency::lookup(project_id, super::issue::ENDPOINT, issue_keys),
+            cards::statuses_lookup(project_id, topup_cards),
+            cardholders::statuses_lookup(project_id, holders),
+        ])
+        .await?
+        .into_iter();
+    let mut next = || found.next().unwrap_or_default();
+    let stored = stored_keys(&requests, [next(), next()])?;
+    let card_statuses = cards::statuses_of(next())?;
+    let holder_statuses = cardholders::statuses_of(next())?;
     // Only an issue that charges nothing checks the debt itself: any debit is refused
     // while the project owes, as its master account is then at zero.
     let in_debt = if requests.iter().any(|m| m.kind.charged() == 0) {
@@ -547,21 +566,20 @@ async fn apply_project(
     })
 }
 
-/// The stored keys of the batch's moves, by endpoint and key.
-async fn stored_keys<'m>(
-    conn: &mut BatchConn<'_>,
-    project_id: &str,
+/// The stored keys of the batch's moves, by endpoint and key, from the rows of the
+/// lookups of the top-ups' keys and the issues' keys.
+fn stored_keys<'m>(
     moves: &[&'m Move],
+    rows: [Vec<issuing_store::writer::Row>; 2],
 ) -> Result<HashMap<(&'static str, &'m str), Stored>, StoreError> {
     let mut found = HashMap::new();
-    for endpoint in [super::topup::ENDPOINT, super::issue::ENDPOINT] {
-        let keys: Vec<&str> = moves
-            .iter()
-            .filter(|m| m.kind.endpoint() == endpoint)
-            .map(|m| m.token.key())
-            .collect();
-        let mut stored = idempotency::lookup_many(conn, project_id, endpoint, &keys).await?;
-        for key in keys {
+    for (endpoint, rows) in [super::topup::ENDPOINT, super::issue::ENDPOINT]
+        .into_iter()
+        .zip(rows)
+    {
+        let mut stored = idempotency::stored_of(rows)?;
+        for m in moves.iter().filter(|m| m.kind.endpoint() == endpoint) {
+            let key = m.token.key();
             if let Some(s) = stored.remove(key) {
                 found.insert((endpoint, key), s);
             }

@@ -378,6 +378,36 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row from a JSON object (PostgreSQL's `to_jsonb` of a row): numbers and booleans
+    /// as integers, strings as text, nulls as NULL.
+    pub(crate) fn from_json(text: &str) -> Result<Row, StoreError> {
+        let corrupt = |why: &str| StoreError::Corrupt(format!("a row as JSON: {why}"));
+        let serde_json::Value::Object(object) =
+            serde_json::from_str(text).map_err(|e| corrupt(&e.to_string()))?
+        else {
+            return Err(corrupt("not an object"));
+        };
+        let mut columns = Vec::with_capacity(object.len());
+        let mut cells = Vec::with_capacity(object.len());
+        for (column, value) in object {
+            cells.push(match value {
+                serde_json::Value::Null => Cell::Text(None),
+                serde_json::Value::String(s) => Cell::Text(Some(s)),
+                serde_json::Value::Bool(b) => Cell::Int(Some(i64::from(b))),
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(i) => Cell::Int(Some(i)),
+                    None => Cell::Int(Some(whole(n.as_f64().unwrap_or(f64::NAN))?)),
+                },
+                other => return Err(corrupt(&format!("{column} holds {other}"))),
+            });
+            columns.push(column);
+        }
+        Ok(Row {
+            columns: columns.into(),
+            cells,
+        })
+    }
+
     fn cell(&self, column: &str) -> Result<&Cell, StoreError> {
         self.columns
             .iter()
