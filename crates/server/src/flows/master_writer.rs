@@ -39,7 +39,7 @@ use issuing_store::idempotency::{self, Claim, Finished, Stored};
 use issuing_store::ledger_batch;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::query::Inserts;
-use issuing_store::writer::{AsBatch, BatchConn};
+use issuing_store::writer::{AsBatch, BatchConn, Row};
 use issuing_store::{cardholders, cards, ledger, Store, StoreError};
 use issuing_wire::ApiError;
 use serde_json::Value;
@@ -339,7 +339,7 @@ async fn apply_project(
     }
     // What the batch's checks read, in one round trip: the keys of both endpoints, the
     // top-ups' cards and the issues' cardholders.
-    let mut found = conn
+    let [topup_rows, issue_rows, card_rows, holder_rows]: [Vec<Row>; 4] = conn
         .lookups_together(&[
             idempotency::lookup(project_id, super::topup::ENDPOINT, topup_keys),
             idempotency::lookup(project_id, super::issue::ENDPOINT, issue_keys),
@@ -347,11 +347,11 @@ async fn apply_project(
             cardholders::statuses_lookup(project_id, holders),
         ])
         .await?
-        .into_iter();
-    let mut next = || found.next().unwrap_or_default();
-    let stored = stored_keys(&requests, [next(), next()])?;
-    let card_statuses = cards::statuses_of(next())?;
-    let holder_statuses = cardholders::statuses_of(next())?;
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("lookups answered out of shape".into()))?;
+    let stored = stored_keys(&requests, [topup_rows, issue_rows])?;
+    let card_statuses = cards::statuses_of(card_rows)?;
+    let holder_statuses = cardholders::statuses_of(holder_rows)?;
     // Only an issue that charges nothing checks the debt itself: any debit is refused
     // while the project owes, as its master account is then at zero.
     let in_debt = if requests.iter().any(|m| m.kind.charged() == 0) {
@@ -570,7 +570,7 @@ async fn apply_project(
 /// lookups of the top-ups' keys and the issues' keys.
 fn stored_keys<'m>(
     moves: &[&'m Move],
-    rows: [Vec<issuing_store::writer::Row>; 2],
+    rows: [Vec<Row>; 2],
 ) -> Result<HashMap<(&'static str, &'m str), Stored>, StoreError> {
     let mut found = HashMap::new();
     for (endpoint, rows) in [super::topup::ENDPOINT, super::issue::ENDPOINT]
