@@ -1,7 +1,7 @@
 //! Cards. Sensitive data (PAN, CVV) is stored only sealed under the master key.
 
 use crate::query::{find_page, Filter, Source};
-use crate::writer::{BatchConn, RowRead};
+use crate::writer::{BatchConn, Lookup, Part, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::{Amount, PageRequest};
 use sqlx::Row;
@@ -102,27 +102,36 @@ pub async fn many(
     ids: &[&str],
 ) -> Result<(std::collections::HashMap<String, CardRecord>, Option<i64>), StoreError> {
     let rows = conn
-        .rows_by_keys(
-            "cards JOIN projects ON projects.id = cards.project_id",
-            "cards.*, projects.controls_revision AS controls_revision",
-            "cards.id",
-            "cards.project_id = $1",
-            &[project_id.into()],
-            ids,
-            false,
-        )
+        .together(&[many_part(project_id, ids.to_vec())])
         .await?;
-    let revision = rows
-        .first()
-        .map(|r| r.int("controls_revision"))
-        .transpose()?;
-    let cards = rows
-        .iter()
-        .map(|r| {
-            let card = from_row(r)?;
-            Ok((card.id.clone(), card))
-        })
-        .collect::<Result<_, StoreError>>()?;
+    many_of(rows.iter().flatten())
+}
+
+/// `many` as a part of a batch's statement (`BatchConn::together`).
+pub fn many_part<'a>(project_id: &'a str, ids: Vec<&'a str>) -> Part<'a> {
+    Part::Keys(Lookup {
+        table: "cards JOIN projects ON projects.id = cards.project_id",
+        columns: "cards.*, projects.controls_revision AS controls_revision",
+        key: "cards.id",
+        scope: "cards.project_id = $1",
+        scope_params: vec![project_id.into()],
+        keys: ids,
+    })
+}
+
+/// What `many` answers, from the rows of its part.
+pub fn many_of<'r>(
+    rows: impl IntoIterator<Item = &'r crate::writer::Row>,
+) -> Result<(std::collections::HashMap<String, CardRecord>, Option<i64>), StoreError> {
+    let mut revision = None;
+    let mut cards = std::collections::HashMap::new();
+    for r in rows {
+        if revision.is_none() {
+            revision = Some(r.int("controls_revision")?);
+        }
+        let card = from_row(r)?;
+        cards.insert(card.id.clone(), card);
+    }
     Ok((cards, revision))
 }
 

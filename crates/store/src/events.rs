@@ -3,6 +3,7 @@
 //! event and its deliveries exist exactly when the change committed. The delivery
 //! worker sends them later.
 
+use crate::subscriptions::SubscriptionRecord;
 use crate::writer::{AsBatch, BatchConn};
 use crate::{Conn, StoreError};
 use issuing_domain::ids::new_id;
@@ -43,14 +44,38 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
 }
 
 /// Adds many events and their deliveries to `inserts` (a batch writer's), reading the
-/// subscriptions and sending the PostgreSQL wake-up in the caller's transaction;
-/// answers how many deliveries were queued. As `insert`, the caller wakes this
+/// subscriptions in the caller's transaction and sending the PostgreSQL wake-up with the
+/// rows; answers how many deliveries were queued. As `insert`, the caller wakes this
 /// process's delivery worker after the commit when there are any.
 pub async fn insert_many(
     conn: &mut BatchConn<'_>,
     events: &[NewEvent<'_>],
     inserts: &mut crate::query::Inserts,
 ) -> Result<usize, StoreError> {
+    let ids = add_events(events, inserts);
+    let mut subscriptions = std::collections::HashMap::new();
+    for e in events {
+        if !subscriptions.contains_key(e.project_id) {
+            let active = crate::subscriptions::active(conn, e.project_id).await?;
+            subscriptions.insert(e.project_id, active);
+        }
+    }
+    Ok(deliveries_of(events, &ids, &subscriptions, inserts))
+}
+
+/// `insert_many` with every event's project's active subscriptions known (read in the
+/// caller's transaction, as `subscriptions::active_part`).
+pub fn insert_many_known<P: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
+    events: &[NewEvent<'_>],
+    subscriptions: &std::collections::HashMap<P, Vec<SubscriptionRecord>>,
+    inserts: &mut crate::query::Inserts,
+) -> usize {
+    let ids = add_events(events, inserts);
+    deliveries_of(events, &ids, subscriptions, inserts)
+}
+
+/// Adds the events' rows to `inserts`; answers their ids.
+fn add_events(events: &[NewEvent<'_>], inserts: &mut crate::query::Inserts) -> Vec<String> {
     use crate::query::Cell;
     let ids: Vec<String> = events.iter().map(|_| new_id()).collect();
     let rows: Vec<Vec<Cell>> = events
@@ -72,13 +97,19 @@ pub async fn insert_many(
         "INSERT INTO events (id, project_id, event_type, card_id, order_id, payload, created_at)",
         rows,
     );
+    ids
+}
+
+/// Adds a delivery of each event (ids `ids`) to each of its project's subscriptions
+/// that wants it, and their wake-up; answers how many.
+fn deliveries_of<P: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
+    events: &[NewEvent<'_>],
+    ids: &[String],
+    subscriptions: &std::collections::HashMap<P, Vec<SubscriptionRecord>>,
+    inserts: &mut crate::query::Inserts,
+) -> usize {
     let mut deliveries = Vec::new();
-    let mut subscriptions = std::collections::HashMap::new();
-    for (e, id) in events.iter().zip(&ids) {
-        if !subscriptions.contains_key(e.project_id) {
-            let active = crate::subscriptions::active(conn, e.project_id).await?;
-            subscriptions.insert(e.project_id, active);
-        }
+    for (e, id) in events.iter().zip(ids) {
         let active = subscriptions
             .get(e.project_id)
             .map(Vec::as_slice)
@@ -99,9 +130,9 @@ pub async fn insert_many(
     let queued = deliveries.len();
     if queued > 0 {
         inserts.add(crate::deliveries::INSERT_PENDING, deliveries);
-        crate::wakeup::announce(conn, crate::wakeup::Queue::Deliveries).await?;
+        crate::wakeup::announce_with(inserts, crate::wakeup::Queue::Deliveries);
     }
-    Ok(queued)
+    queued
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1121,6 +1121,7 @@ pub(crate) mod tests {
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, false).await;
+        crate::writer::together::tests::parts_come_back_in_place(&store).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -1151,6 +1152,7 @@ pub(crate) mod tests {
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
+        crate::writer::together::tests::parts_come_back_in_place(&store).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)

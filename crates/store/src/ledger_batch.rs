@@ -15,8 +15,8 @@
 //! instead of losing money.
 
 use crate::ledger::{lock_ranks, Posted, MAX_BALANCE};
-use crate::query::{project_rows_by_id, Cell, Inserts};
-use crate::writer::{BatchConn, Param, RowRead};
+use crate::query::{Cell, Inserts};
+use crate::writer::{BatchConn, Lookup, Param, Part, Row, RowRead};
 use crate::{Backend, StoreError};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
@@ -54,6 +54,15 @@ pub async fn post_batch(
     now: i64,
     inserts: &mut Inserts,
 ) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
+    let touched = touched(operations, watched);
+    let mut batch = Batch::read(conn, project_id, touched, now).await?;
+    let answers = batch.post_all(operations, watched);
+    batch.finish(conn, inserts).await?;
+    Ok(answers)
+}
+
+/// The accounts `operations` and `watched` touch, for `lock_order`.
+pub fn touched<'a>(operations: &'a [Vec<Planned>], watched: &'a str) -> Vec<&'a str> {
     let mut touched = vec![watched];
     for planned in operations.iter().flatten() {
         touched.extend(
@@ -64,15 +73,40 @@ pub async fn post_batch(
                 .map(|leg| leg.account.as_str()),
         );
     }
-    let mut batch = Batch::read(conn, project_id, touched, now).await?;
-    let mut answers = Vec::with_capacity(operations.len());
-    for operation in operations {
-        let answer = batch.post(operation);
-        answers.push((answer, batch.balance(watched).unwrap_or(0)));
-    }
-    batch.finish(conn, inserts).await?;
-    Ok(answers)
+    touched
 }
+
+/// The project's accounts `ids`, once each, in the ledger's lock order (a batch locks
+/// them in it, so it never deadlocks with the single transfers of other transactions).
+/// Reads the accounts' kinds only where this process does not know them.
+pub async fn lock_order(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    mut ids: Vec<&str>,
+) -> Result<Vec<String>, StoreError> {
+    ids.sort_unstable();
+    ids.dedup();
+    let owned: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+    let refs: Vec<&String> = owned.iter().collect();
+    let ranks = lock_ranks(conn, project_id, &refs).await?;
+    let rank = |id: &str| ranks.get(id).copied().unwrap_or(u8::MAX);
+    ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
+    Ok(ids.into_iter().map(str::to_owned).collect())
+}
+
+/// The read of the accounts `ids` (in `lock_order`) that `Batch::of_rows` takes, as a
+/// part of a batch's statement: on PostgreSQL each row locked as the list reaches it,
+/// so in the list's order.
+pub fn lock_part<'a>(project_id: &'a str, ids: &'a [String]) -> Part<'a> {
+    Part::Locked(Lookup::project_rows(
+        "accounts",
+        ACCOUNT_COLUMNS,
+        project_id,
+        ids.iter().map(String::as_str).collect(),
+    ))
+}
+
+const ACCOUNT_COLUMNS: &str = "id, balance, allow_negative";
 
 /// One project's accounts in a batch: read once (PostgreSQL: locked), then every
 /// operation posted against the running balances, then written once (`finish`).
@@ -91,28 +125,22 @@ impl Batch {
     pub async fn read(
         conn: &mut BatchConn<'_>,
         project_id: &str,
-        mut ids: Vec<&str>,
+        ids: Vec<&str>,
         now: i64,
     ) -> Result<Batch, StoreError> {
-        ids.sort_unstable();
-        ids.dedup();
-        let owned: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
-        let refs: Vec<&String> = owned.iter().collect();
-        let ranks = lock_ranks(conn, project_id, &refs).await?;
-        let rank = |id: &str| ranks.get(id).copied().unwrap_or(u8::MAX);
-        ids.sort_by(|a, b| (rank(a), *a).cmp(&(rank(b), *b)));
-        // One query; PostgreSQL locks each row as the list reaches it, so in the list's
-        // order: the ledger's lock order.
-        let lock = conn.backend() == Backend::Postgres;
-        let rows = project_rows_by_id(
-            conn,
-            "accounts",
-            "id, balance, allow_negative",
-            project_id,
-            &ids,
-            lock,
-        )
-        .await?;
+        let ids = lock_order(conn, project_id, ids).await?;
+        let rows = conn.together(&[lock_part(project_id, &ids)]).await?;
+        Batch::of_rows(project_id, &ids, rows.into_iter().flatten(), now)
+    }
+
+    /// The batch of the accounts `ids` from the rows of their `lock_part`. Every one
+    /// must exist.
+    pub fn of_rows(
+        project_id: &str,
+        ids: &[String],
+        rows: impl IntoIterator<Item = Row>,
+        now: i64,
+    ) -> Result<Batch, StoreError> {
         let mut accounts = HashMap::with_capacity(ids.len());
         for row in rows {
             let balance = row.int("balance")?;
@@ -125,7 +153,7 @@ impl Batch {
                 },
             );
         }
-        if accounts.len() != ids.len() {
+        if accounts.len() != ids.len() || ids.iter().any(|id| !accounts.contains_key(id)) {
             return Err(StoreError::NotFound("account"));
         }
         Ok(Batch {
@@ -135,6 +163,21 @@ impl Batch {
             entries: Vec::new(),
             now,
         })
+    }
+
+    /// Posts every operation in order (`post`): each one's transfers as posted or why it
+    /// was refused, with `watched`'s balance as the batch stood after it.
+    pub fn post_all(
+        &mut self,
+        operations: &[Vec<Planned>],
+        watched: &str,
+    ) -> Vec<(Result<Vec<Posted>, StoreError>, i64)> {
+        let mut answers = Vec::with_capacity(operations.len());
+        for operation in operations {
+            let answer = self.post(operation);
+            answers.push((answer, self.balance(watched).unwrap_or(0)));
+        }
+        answers
     }
 
     /// An account's balance as the operations posted so far left it.

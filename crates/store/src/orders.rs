@@ -2,7 +2,7 @@
 //! also the job queue the order worker drains (`next_attempt_at`, leases).
 
 use crate::query::Filter;
-use crate::writer::{AsBatch, BatchConn, Param, RowRead};
+use crate::writer::{AsBatch, BatchConn, Param, Part, RowRead};
 use crate::{Backend, Conn, StoreError};
 use sqlx::Row;
 
@@ -181,37 +181,53 @@ pub async fn release_many_on(
         }
         return Ok(saved);
     }
-    const COLUMNS: usize = 17;
-    let mut params: Vec<Param<'_>> = Vec::with_capacity(saves.len() * COLUMNS);
-    let datas: Vec<String> = saves.iter().map(|(o, _)| o.data.to_string()).collect();
-    let mut updates = Vec::with_capacity(saves.len());
-    for (i, ((o, worker), data)) in saves.iter().zip(&datas).enumerate() {
-        let p = |k: usize| format!("${}", i * COLUMNS + k);
-        updates.push(format!(
-            "s{i} AS (UPDATE orders SET status = {}, balance_after = {}, last_error = {}, \
-             last_error_slug = {}, data = {}, issue_status = {}, topup_status = {}, is_issued = {}, \
-             provider_card_status = {}, attempts = {}, next_attempt_at = {}, updated_at = {}, \
-             completed_at = {}, failed_at = {}, locked_until = NULL, locked_by = NULL \
-             WHERE id = {} AND project_id = {} AND locked_by = {} RETURNING id)",
-            p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), p(11), p(12), p(13),
-            p(14), p(15), p(16), p(17)
-        ));
-        params.extend(saved_columns(o, data));
-        params.extend([
-            Param::from(o.id.as_str()),
-            o.project_id.as_str().into(),
-            (*worker).into(),
-        ]);
-    }
-    let all: Vec<String> = (0..saves.len())
-        .map(|i| format!("SELECT id FROM s{i}"))
+    let datas = release_datas(saves);
+    let rows: Vec<crate::writer::Row> = conn
+        .together(&[release_part(saves, &datas)])
+        .await?
+        .into_iter()
+        .flatten()
         .collect();
-    let sql = format!(
-        "WITH {} SELECT id FROM ({}) AS saved",
-        updates.join(", "),
-        all.join(" UNION ALL ")
-    );
-    let rows = conn.rows(&sql, &params).await?;
+    released(saves, &rows)
+}
+
+/// The orders' data as text, for `release_part` to bind.
+pub fn release_datas(saves: &[(&OrderRecord, &str)]) -> Vec<String> {
+    saves.iter().map(|(o, _)| o.data.to_string()).collect()
+}
+
+/// `release_many_on`'s saves as a part of a batch's statement (`BatchConn::together`):
+/// one `UPDATE … RETURNING id` per order, each found by its key (a generic plan of one
+/// `UPDATE … FROM` a list may walk the project's orders). `datas` is
+/// `release_datas(saves)`.
+pub fn release_part<'a>(saves: &[(&'a OrderRecord, &'a str)], datas: &'a [String]) -> Part<'a> {
+    let sql = "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, \
+               last_error_slug = $4, data = $5, issue_status = $6, topup_status = $7, \
+               is_issued = $8, provider_card_status = $9, attempts = $10, next_attempt_at = $11, \
+               updated_at = $12, completed_at = $13, failed_at = $14, locked_until = NULL, \
+               locked_by = NULL WHERE id = $15 AND project_id = $16 AND locked_by = $17 RETURNING id";
+    Part::Writes(
+        saves
+            .iter()
+            .zip(datas)
+            .map(|((o, worker), data)| {
+                let mut params = saved_columns(o, data);
+                params.extend([
+                    Param::from(o.id.as_str()),
+                    o.project_id.as_str().into(),
+                    (*worker).into(),
+                ]);
+                (sql.to_owned(), params)
+            })
+            .collect(),
+    )
+}
+
+/// Which of `saves` were saved, from the rows of their `release_part`.
+pub fn released(
+    saves: &[(&OrderRecord, &str)],
+    rows: &[crate::writer::Row],
+) -> Result<Vec<bool>, StoreError> {
     let saved: std::collections::HashSet<String> = rows
         .iter()
         .map(|r| r.text("id"))

@@ -335,6 +335,9 @@ pub struct Inserts {
     /// `INSERT INTO t (c1, …, cN)` and its rows of N cells, in the order to write them
     /// (a table before the tables whose foreign keys point at it).
     tables: Vec<(&'static str, Vec<Vec<Cell>>)>,
+    /// PostgreSQL channels to NOTIFY from the same statement (sent at commit): a
+    /// wake-up costs no round trip of its own.
+    notify: Vec<&'static str>,
 }
 
 impl Inserts {
@@ -352,12 +355,21 @@ impl Inserts {
         self.tables.push((head, rows));
     }
 
+    /// Sends NOTIFY on `channel` with the rows (PostgreSQL; nothing on SQLite, whose
+    /// writer wakes its own process's workers).
+    pub(crate) fn notify(&mut self, channel: &'static str) {
+        if !self.notify.contains(&channel) {
+            self.notify.push(channel);
+        }
+    }
+
     /// Writes every table's rows, in the order they were added. On the SQLite writer's
     /// own connection a cached statement per table runs once per row (a statement costs
     /// microseconds there); through sqlx each table is one statement with its rows as one
     /// JSON parameter, and all of them one query.
     pub async fn write(self, conn: &mut BatchConn<'_>) -> Result<(), crate::StoreError> {
-        if self.tables.is_empty() {
+        let postgres = conn.backend() == crate::Backend::Postgres;
+        if self.tables.is_empty() && (self.notify.is_empty() || !postgres) {
             return Ok(());
         }
         if let BatchConn::Sqlite(_) = conn {
@@ -372,7 +384,6 @@ impl Inserts {
             }
             return Ok(());
         }
-        let postgres = conn.backend() == crate::Backend::Postgres;
         let mut statements = Vec::with_capacity(self.tables.len());
         for (i, (head, rows)) in self.tables.iter().enumerate() {
             let param = i + 1;
@@ -406,7 +417,20 @@ impl Inserts {
             });
         }
         let sql = if postgres {
-            format!("WITH {} SELECT 1", statements.join(", "))
+            // The channels follow the tables' parameters.
+            let tail = if self.notify.is_empty() {
+                "SELECT 1".to_owned()
+            } else {
+                let calls: Vec<String> = (0..self.notify.len())
+                    .map(|i| format!("pg_notify(${}, '')", self.tables.len() + i + 1))
+                    .collect();
+                format!("SELECT {}", calls.join(", "))
+            };
+            if statements.is_empty() {
+                tail
+            } else {
+                format!("WITH {} {tail}", statements.join(", "))
+            }
         } else {
             statements.join(";\n")
         };
@@ -421,7 +445,10 @@ impl Inserts {
                 serde_json::Value::from(rows).to_string()
             })
             .collect();
-        let params: Vec<Param<'_>> = json.iter().map(Param::from).collect();
+        let mut params: Vec<Param<'_>> = json.iter().map(Param::from).collect();
+        if postgres {
+            params.extend(self.notify.iter().map(|c| Param::from(*c)));
+        }
         conn.execute(&sql, &params).await?;
         Ok(())
     }

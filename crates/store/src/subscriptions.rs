@@ -1,7 +1,7 @@
 //! Webhook subscriptions of a project. Every query is scoped by project.
 
 use crate::query::{find_page, Filter, Source};
-use crate::writer::{AsBatch, BatchConn, RowRead};
+use crate::writer::{AsBatch, BatchConn, Part, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::Row;
@@ -108,13 +108,26 @@ pub async fn active(
     conn: &mut BatchConn<'_>,
     project_id: &str,
 ) -> Result<Vec<SubscriptionRecord>, StoreError> {
-    let rows = conn
-        .rows(
-            "SELECT * FROM webhook_subscriptions WHERE project_id = $1 AND active = 1 ORDER BY id",
-            &[project_id.into()],
-        )
-        .await?;
-    rows.iter().map(from_row).collect()
+    let rows = conn.together(&[active_part(project_id)]).await?;
+    active_of(rows.iter().flatten())
+}
+
+/// `active` as a part of a batch's statement (`BatchConn::together`).
+pub fn active_part(project_id: &str) -> Part<'_> {
+    Part::Select {
+        sql: "SELECT id, project_id, url, title, event_types, active, created_at, updated_at, \
+              deactivated_at, deactivated_reason FROM webhook_subscriptions \
+              WHERE project_id = $1 AND active = 1 ORDER BY id"
+            .to_owned(),
+        params: vec![project_id.into()],
+    }
+}
+
+/// The subscriptions of the rows of an `active_part`.
+pub fn active_of<'r>(
+    rows: impl IntoIterator<Item = &'r crate::writer::Row>,
+) -> Result<Vec<SubscriptionRecord>, StoreError> {
+    rows.into_iter().map(from_row).collect()
 }
 
 /// Deactivates a subscription and ends its pending deliveries as failed, in the

@@ -32,6 +32,11 @@ pub async fn announce(conn: &mut BatchConn<'_>, queue: Queue) -> Result<(), Stor
     Ok(())
 }
 
+/// Sends the wake-up with `inserts`' rows, in the same statement (PostgreSQL only).
+pub fn announce_with(inserts: &mut crate::query::Inserts, queue: Queue) {
+    inserts.notify(queue.channel());
+}
+
 pub struct Listener(PgListener);
 
 impl Listener {

@@ -36,11 +36,11 @@ use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::group_commit::Stats;
 use issuing_store::idempotency::{self, Claim, Finished, Stored};
-use issuing_store::ledger_batch;
+use issuing_store::ledger_batch::{self, Planned};
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::query::Inserts;
-use issuing_store::writer::{AsBatch, BatchConn, Row};
-use issuing_store::{cardholders, cards, ledger, Store, StoreError};
+use issuing_store::writer::{AsBatch, BatchConn, Part, Row};
+use issuing_store::{cardholders, cards, ledger, subscriptions, Store, StoreError};
 use issuing_wire::ApiError;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -337,21 +337,6 @@ async fn apply_project(
             }
         }
     }
-    // What the batch's checks read, in one round trip: the keys of both endpoints, the
-    // top-ups' cards and the issues' cardholders.
-    let [topup_rows, issue_rows, card_rows, holder_rows]: [Vec<Row>; 4] = conn
-        .lookups_together(&[
-            idempotency::lookup(project_id, super::topup::ENDPOINT, topup_keys),
-            idempotency::lookup(project_id, super::issue::ENDPOINT, issue_keys),
-            cards::statuses_lookup(project_id, topup_cards),
-            cardholders::statuses_lookup(project_id, holders),
-        ])
-        .await?
-        .try_into()
-        .map_err(|_| StoreError::Corrupt("lookups answered out of shape".into()))?;
-    let stored = stored_keys(&requests, [topup_rows, issue_rows])?;
-    let card_statuses = cards::statuses_of(card_rows)?;
-    let holder_statuses = cardholders::statuses_of(holder_rows)?;
     // Only an issue that charges nothing checks the debt itself: any debit is refused
     // while the project owes, as its master account is then at zero.
     let in_debt = if requests.iter().any(|m| m.kind.charged() == 0) {
@@ -367,6 +352,60 @@ async fn apply_project(
         in_flight: ledger::project_account(conn, project_id, AccountKind::InFlight).await?,
         fee_income: ledger::project_account(conn, project_id, AccountKind::FeeIncome).await?,
     };
+    // Every move's transfers, planned now so the accounts they touch are locked with the
+    // batch's reads; a move's are posted only if it passes its checks.
+    let mut plans: Vec<Option<Vec<Planned>>> = Vec::with_capacity(moves.len());
+    for m in &moves {
+        plans.push(match m.map(|m| (&m.kind, m.order_id.as_str())) {
+            Some((Kind::Topup(t), order_id)) => Some(t.transfers(order_id, &accounts)?),
+            Some((Kind::Issue(issue), order_id)) => Some(issue.transfers(order_id, &accounts)?),
+            None => None,
+        });
+    }
+    let confirmations =
+        super::topup::Confirmations::plan(conn, project_id, items, &accounts).await?;
+    let all_plans: Vec<Vec<Planned>> = plans
+        .iter()
+        .flatten()
+        .chain(confirmations.plans())
+        .cloned()
+        .collect();
+    let locked = ledger_batch::lock_order(
+        conn,
+        project_id,
+        ledger_batch::touched(&all_plans, &accounts.master),
+    )
+    .await?;
+    // What the batch reads and saves before its checks, in one round trip: the
+    // confirmed orders' saves, the keys of both endpoints, the top-ups' cards, the
+    // issues' cardholders, the accounts (locked) and the project's subscriptions.
+    let [saved_rows, topup_rows, issue_rows, card_rows, holder_rows, account_rows, subscription_rows]: [Vec<Row>; 7] = conn
+        .together(&[
+            confirmations.saves(),
+            Part::Keys(idempotency::lookup(project_id, super::topup::ENDPOINT, topup_keys)),
+            Part::Keys(idempotency::lookup(project_id, super::issue::ENDPOINT, issue_keys)),
+            Part::Keys(cards::statuses_lookup(project_id, topup_cards)),
+            Part::Keys(cardholders::statuses_lookup(project_id, holders)),
+            ledger_batch::lock_part(project_id, &locked),
+            subscriptions::active_part(project_id),
+        ])
+        .await?
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("the batch's reads answered out of shape".into()))?;
+    let stored = stored_keys(&requests, [topup_rows, issue_rows])?;
+    let card_statuses = cards::statuses_of(card_rows)?;
+    let holder_statuses = cardholders::statuses_of(holder_rows)?;
+    let now = items
+        .iter()
+        .map(|item| match item {
+            Item::Move(m) => m.now,
+            Item::Confirmed(c) => c.order.updated_at,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut batch = ledger_batch::Batch::of_rows(project_id, &locked, account_rows, now)?;
+    let subscriptions =
+        HashMap::from([(project_id, subscriptions::active_of(&subscription_rows)?)]);
 
     let mut answers: Vec<Option<Result<Answer, ApiError>>> = items.iter().map(|_| None).collect();
     let mut confirmed = Vec::new();
@@ -374,8 +413,10 @@ async fn apply_project(
     let mut first_with_key: HashMap<(&str, &str), usize> = HashMap::new();
     let mut repeats = Vec::new();
     let (mut planned, mut planned_for) = (Vec::new(), Vec::new());
-    for (i, m) in moves.iter().enumerate() {
-        let Some(m) = m else { continue };
+    for (i, (m, plan)) in moves.iter().zip(plans).enumerate() {
+        let (Some(m), Some(transfers)) = (m, plan) else {
+            continue;
+        };
         let key = (m.kind.endpoint(), m.token.key());
         if let Some(first) = first_with_key.get(&key) {
             repeats.push((i, *first));
@@ -406,14 +447,10 @@ async fn apply_project(
             .into()));
             continue;
         }
-        let transfers = match &m.kind {
-            Kind::Topup(t) => t.transfers(&m.order_id, &accounts)?,
-            Kind::Issue(issue) => issue.transfers(&m.order_id, &accounts)?,
-        };
         planned.push(transfers);
         planned_for.push(Source::Move(i));
     }
-    for (i, saved) in super::topup::confirmed(conn, project_id, items, &accounts).await? {
+    for (i, saved) in confirmations.saved(&saved_rows)? {
         match saved {
             Ok(transfers) => {
                 planned.push(transfers);
@@ -423,24 +460,9 @@ async fn apply_project(
         }
     }
 
-    let now = items
-        .iter()
-        .map(|item| match item {
-            Item::Move(m) => m.now,
-            Item::Confirmed(c) => c.order.updated_at,
-        })
-        .max()
-        .unwrap_or(0);
     let mut inserts = Inserts::default();
-    let posted = ledger_batch::post_batch(
-        conn,
-        project_id,
-        &planned,
-        &accounts.master,
-        now,
-        &mut inserts,
-    )
-    .await?;
+    let posted = batch.post_all(&planned, &accounts.master);
+    batch.finish(conn, &mut inserts).await?;
     let (mut new_orders, mut events_of, mut finished, mut bodies) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut new_cards = Vec::new();
@@ -517,16 +539,16 @@ async fn apply_project(
             now: o.created_at,
         })
         .collect();
-    let deliveries = events::insert_many(conn, &new_events, &mut inserts).await?;
+    let deliveries = events::insert_many_known(&new_events, &subscriptions, &mut inserts);
     // Only a key stored before (expired, or a dead request's claim) has a row to replace.
     let replacing = finished
         .iter()
         .any(|f| stored.contains_key(&(f.key.endpoint, f.key.key)));
     idempotency::store_many(conn, &finished, replacing, &mut inserts).await?;
-    inserts.write(conn).await?;
     if !claimable.is_empty() {
-        issuing_store::wakeup::announce(conn, issuing_store::wakeup::Queue::Orders).await?;
+        issuing_store::wakeup::announce_with(&mut inserts, issuing_store::wakeup::Queue::Orders);
     }
+    inserts.write(conn).await?;
     let mut handoffs: HashMap<usize, Box<Handoff>> = places
         .into_iter()
         .zip(leased)

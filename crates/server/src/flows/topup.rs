@@ -20,7 +20,7 @@ use issuing_store::ledger;
 use issuing_store::ledger_batch::Planned;
 use issuing_store::orders::{self, OrderRecord};
 use issuing_store::writer::AsBatch;
-use issuing_store::writer::BatchConn;
+use issuing_store::writer::{BatchConn, Part, Row};
 use issuing_store::{Conn, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
@@ -183,62 +183,105 @@ pub(crate) struct Confirmed {
     pub amount: Amount,
 }
 
-/// The batch's confirmed top-ups of one project (`items`, by place): each order saved
-/// completed if its worker still holds the lease (else it answers `LeaseLost` and moves
-/// nothing), and the in-flight → card transfer of each saved one, to be posted with the
-/// batch's others.
-pub(crate) async fn confirmed(
-    conn: &mut BatchConn<'_>,
-    project_id: &str,
-    items: &[&Item],
-    accounts: &ProjectAccounts,
-) -> Result<Vec<(usize, Result<Vec<Planned>, ApiError>)>, StoreError> {
-    let found: Vec<(usize, &Confirmed)> = items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, item)| match item {
-            Item::Confirmed(c) => Some((i, &**c)),
-            Item::Move(_) => None,
-        })
-        .collect();
-    if found.is_empty() {
-        return Ok(Vec::new());
-    }
-    let cards: Vec<&str> = found.iter().map(|(_, c)| c.card_id.as_str()).collect();
-    let funds = ledger::card_accounts(conn, project_id, &cards).await?;
-    let saves: Vec<(&OrderRecord, &str)> = found
-        .iter()
-        .map(|(_, c)| (&c.order, c.worker.as_str()))
-        .collect();
-    let saved = orders::release_many_on(conn, &saves).await?;
-    let mut transfers = Vec::with_capacity(found.len());
-    for ((i, c), saved) in found.into_iter().zip(saved) {
-        if !saved {
-            let lost = StoreError::LeaseLost(c.order.id.clone());
-            transfers.push((i, Err(ApiError::from(lost))));
-            continue;
-        }
-        let Some((card_account, _)) = funds.get(&c.card_id) else {
-            return Err(StoreError::NotFound("card account"));
+/// The batch's confirmed top-ups of one project (`items`, by place), planned before the
+/// batch's statement: each one's in-flight → card transfer, posted only if its order's
+/// save (`saves`, in the same statement) finds its worker still holding the lease.
+pub(crate) struct Confirmations<'i> {
+    found: Vec<(usize, &'i Confirmed)>,
+    plans: Vec<Vec<Planned>>,
+    datas: Vec<String>,
+}
+
+impl<'i> Confirmations<'i> {
+    /// Plans `items`' confirmations (the cards' accounts are read only where this
+    /// process does not know them).
+    pub(crate) async fn plan(
+        conn: &mut BatchConn<'_>,
+        project_id: &str,
+        items: &[&'i Item],
+        accounts: &ProjectAccounts,
+    ) -> Result<Confirmations<'i>, StoreError> {
+        let found: Vec<(usize, &Confirmed)> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| match item {
+                Item::Confirmed(c) => Some((i, &**c)),
+                Item::Move(_) => None,
+            })
+            .collect();
+        let cards: Vec<&str> = found.iter().map(|(_, c)| c.card_id.as_str()).collect();
+        let funds = if cards.is_empty() {
+            Default::default()
+        } else {
+            ledger::card_accounts(conn, project_id, &cards).await?
         };
-        let transfer = Transfer::simple(
-            TransferKind::CardTopup,
-            accounts.in_flight.clone(),
-            card_account.clone(),
-            c.amount,
-        )
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        transfers.push((
-            i,
-            Ok(vec![Planned {
+        let mut plans = Vec::with_capacity(found.len());
+        for (_, c) in &found {
+            let Some((card_account, _)) = funds.get(&c.card_id) else {
+                return Err(StoreError::NotFound("card account"));
+            };
+            let transfer = Transfer::simple(
+                TransferKind::CardTopup,
+                accounts.in_flight.clone(),
+                card_account.clone(),
+                c.amount,
+            )
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            plans.push(vec![Planned {
                 order_id: Some(c.order.id.clone()),
                 card_id: Some(c.card_id.clone()),
                 reference: None,
                 transfer,
-            }]),
-        ));
+            }]);
+        }
+        let datas = orders::release_datas(&saves_of(&found));
+        Ok(Confirmations {
+            found,
+            plans,
+            datas,
+        })
     }
-    Ok(transfers)
+
+    /// Every planned transfer, for the accounts the batch locks.
+    pub(crate) fn plans(&self) -> &[Vec<Planned>] {
+        &self.plans
+    }
+
+    /// The orders' saves, completed and their leases released, as a part of the
+    /// batch's statement.
+    pub(crate) fn saves(&self) -> Part<'_> {
+        orders::release_part(&saves_of(&self.found), &self.datas)
+    }
+
+    /// Each confirmation by place: its transfers if its order was saved (`rows`: of
+    /// `saves`), else `LeaseLost` (it moves nothing).
+    pub(crate) fn saved(self, rows: &[Row]) -> Result<Vec<(usize, PlanOrLost)>, StoreError> {
+        let saved = orders::released(&saves_of(&self.found), rows)?;
+        Ok(self
+            .found
+            .into_iter()
+            .zip(self.plans)
+            .zip(saved)
+            .map(|(((i, c), plan), saved)| {
+                if saved {
+                    (i, Ok(plan))
+                } else {
+                    let lost = StoreError::LeaseLost(c.order.id.clone());
+                    (i, Err(ApiError::from(lost)))
+                }
+            })
+            .collect())
+    }
+}
+
+/// A confirmation's transfers, or why it moves nothing.
+pub(crate) type PlanOrLost = Result<Vec<Planned>, ApiError>;
+
+fn saves_of<'c>(found: &[(usize, &'c Confirmed)]) -> Vec<(&'c OrderRecord, &'c str)> {
+    found
+        .iter()
+        .map(|(_, c)| (&c.order, c.worker.as_str()))
+        .collect()
 }
 
 /// A top-up for the master balance's writer.

@@ -42,7 +42,8 @@ use issuing_store::events::{self, NewEvent};
 use issuing_store::group_commit::Stats;
 use issuing_store::ledger_batch::{Batch, Planned};
 use issuing_store::query::Inserts;
-use issuing_store::writer::BatchConn;
+use issuing_store::subscriptions::{self, SubscriptionRecord};
+use issuing_store::writer::{BatchConn, Row};
 use issuing_store::{ledger, Store, StoreError};
 use issuing_wire::{Amount, ApiError};
 use std::collections::{HashMap, HashSet};
@@ -119,6 +120,8 @@ struct Rows {
     results: Vec<RuleResult>,
     /// (project, card, payload, at) of each `card_transaction` event.
     events: Vec<(String, String, serde_json::Value, i64)>,
+    /// Each project's active webhook subscriptions, read with its cards.
+    subscriptions: HashMap<String, Vec<SubscriptionRecord>>,
 }
 
 /// Every request's answer, decided and written on `conn` project by project, and how
@@ -159,6 +162,7 @@ async fn write(conn: &mut BatchConn<'_>, rows: Rows, now: i64) -> Result<usize, 
         messages,
         results,
         events: emitted,
+        subscriptions: known,
     } = rows;
     card_txs::insert_many(&mut inserts, &txs);
     let messages: Vec<AppliedMessage<'_>> = messages
@@ -184,7 +188,7 @@ async fn write(conn: &mut BatchConn<'_>, rows: Rows, now: i64) -> Result<usize, 
             now: *at,
         })
         .collect();
-    let deliveries = events::insert_many(conn, &new_events, &mut inserts).await?;
+    let deliveries = events::insert_many_known(&new_events, &known, &mut inserts);
     inserts.write(conn).await?;
     Ok(deliveries)
 }
@@ -217,7 +221,21 @@ async fn apply_project(
         .flat_map(|(funds, hold)| [funds.as_str(), hold.as_str()])
         .collect();
     let mut ledger = Batch::read(conn, project_id, ids, now).await?;
-    let (found_cards, revision) = cards::many(conn, project_id, &card_ids).await?;
+    // The cards after the lock (a later statement: its snapshot sees what committed
+    // before it), with the project's subscriptions for the batch's events.
+    let [card_rows, subscription_rows]: [Vec<Row>; 2] = conn
+        .together(&[
+            cards::many_part(project_id, card_ids.clone()),
+            subscriptions::active_part(project_id),
+        ])
+        .await?
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("the cards' read answered out of shape".into()))?;
+    rows.subscriptions.insert(
+        project_id.to_owned(),
+        subscriptions::active_of(&subscription_rows)?,
+    );
+    let (found_cards, revision) = cards::many_of(&card_rows)?;
     let revision = match revision {
         Some(revision) => revision,
         // None of the cards exists: nothing needs the controls.

@@ -5,11 +5,11 @@
 
 mod conn;
 mod sqlite;
-mod together;
+pub(crate) mod together;
 
 pub use conn::{AsBatch, BatchConn, Param, Row, RowRead};
 pub(crate) use sqlite::SqliteWriter;
-pub use together::Lookup;
+pub use together::{Lookup, Part};
 
 use crate::{Backend, Durable, Store, StoreError};
 use futures::future::BoxFuture;
