@@ -868,6 +868,14 @@ pub enum Mismatch {
         kept: (i64, i64),
         counted: (i64, i64),
     },
+    /// A row points at a row that does not exist: an entry at its transfer or account,
+    /// a transfer or an event at its project (PostgreSQL keeps no foreign keys there).
+    Orphan {
+        table: String,
+        id: String,
+        column: String,
+        missing: String,
+    },
 }
 
 impl std::fmt::Display for Mismatch {
@@ -898,6 +906,10 @@ impl std::fmt::Display for Mismatch {
             Mismatch::UsageDiffers { card_id, span, bucket, mcc, kept, counted } => write!(
                 f,
                 "card {card_id} keeps usage {kept:?} (amount, count) for the {span} µs from {bucket} and MCC '{mcc}' but its transactions count {counted:?}"
+            ),
+            Mismatch::Orphan { table, id, column, missing } => write!(
+                f,
+                "{table} row {id} has {column} {missing}, which does not exist"
             ),
         }
     }
@@ -970,7 +982,45 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
     }
     verify_debts(conn, &mut found).await?;
     verify_usage(conn, &mut found).await?;
+    verify_references(conn, &mut found).await?;
     Ok(found)
+}
+
+/// At most this many orphans are reported per reference: one is enough to fail.
+const ORPHANS: i64 = 1_000;
+
+/// The references PostgreSQL no longer checks on insert (migration 0020): (table, its
+/// id column, the referring column, the table referred to). Each is an anti-join
+/// through the referred table's primary key.
+const REFERENCES: &[(&str, &str, &str, &str)] = &[
+    ("entries", "id", "transfer_id", "transfers"),
+    ("entries", "id", "account_id", "accounts"),
+    ("transfers", "id", "project_id", "projects"),
+    ("events", "id", "project_id", "projects"),
+];
+
+/// Every row of `REFERENCES` must find the row it points at.
+async fn verify_references(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), StoreError> {
+    for (table, id, column, target) in REFERENCES {
+        let sql = format!(
+            "SELECT CAST(r.{id} AS TEXT) AS id, r.{column} AS missing FROM {table} r \
+             WHERE NOT EXISTS (SELECT 1 FROM {target} t WHERE t.id = r.{column}) \
+             ORDER BY r.{id} LIMIT $1"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ORPHANS)
+            .fetch_all(&mut *conn)
+            .await?;
+        for r in rows {
+            found.push(Mismatch::Orphan {
+                table: (*table).to_owned(),
+                id: r.try_get("id")?,
+                column: (*column).to_owned(),
+                missing: r.try_get("missing")?,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// At most this many usage mismatches are reported: one is enough to fail, and a
@@ -1122,6 +1172,7 @@ pub(crate) mod tests {
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, false).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
+        orphans_are_found(&store, false).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
 
@@ -1153,6 +1204,7 @@ pub(crate) mod tests {
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
+        orphans_are_found(&store, true).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
             .execute(&mut maintenance)
@@ -1376,5 +1428,66 @@ pub(crate) mod tests {
             .await
             .unwrap();
         assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
+    }
+
+    /// PostgreSQL no longer refuses an entry, transfer or event that points at nothing
+    /// (migration 0020); verify-ledger must find each such row. SQLite still refuses
+    /// them, so there the rows go in with its foreign keys off for the one connection.
+    /// Entries cannot be deleted: this runs last on its database.
+    async fn orphans_are_found(store: &Store, postgres: bool) {
+        let mut conn = store.conn().await.unwrap();
+        assert_eq!(verify(&mut conn).await.unwrap(), vec![]);
+        if !postgres {
+            let refused = sqlx::query(
+                "INSERT INTO events (id, project_id, event_type, payload, created_at) \
+                 VALUES ('ev-orphan', 'p-gone', 'card.created', '{}', 1)",
+            )
+            .execute(&mut *conn)
+            .await;
+            assert!(refused.is_err(), "SQLite keeps its foreign keys");
+            sqlx::query("PRAGMA foreign_keys = OFF")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+        }
+        sqlx::query(
+            "INSERT INTO entries (transfer_id, account_id, amount, balance_after, created_at) \
+             VALUES ('tr-gone', 'acct-gone', 0, 0, 1)",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO events (id, project_id, event_type, payload, created_at) \
+             VALUES ('ev-orphan', 'p-gone', 'card.created', '{}', 1)",
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        if !postgres {
+            sqlx::query("PRAGMA foreign_keys = ON")
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+        }
+        let (entry,): (i64,) =
+            sqlx::query_as("SELECT id FROM entries WHERE transfer_id = 'tr-gone'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        let orphan = |table: &str, id: &str, column: &str, missing: &str| Mismatch::Orphan {
+            table: table.into(),
+            id: id.into(),
+            column: column.into(),
+            missing: missing.into(),
+        };
+        assert_eq!(
+            verify(&mut conn).await.unwrap(),
+            vec![
+                orphan("entries", &entry.to_string(), "transfer_id", "tr-gone"),
+                orphan("entries", &entry.to_string(), "account_id", "acct-gone"),
+                orphan("events", "ev-orphan", "project_id", "p-gone"),
+            ]
+        );
     }
 }

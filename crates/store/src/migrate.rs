@@ -127,6 +127,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0019_orders_hot_updates.sql"),
         postgres: include_str!("../migrations/postgres/0019_orders_hot_updates.sql"),
     },
+    Migration {
+        version: 20,
+        name: "ledger_rows_without_foreign_keys",
+        sqlite: include_str!("../migrations/sqlite/0020_ledger_rows_without_foreign_keys.sql"),
+        postgres: include_str!("../migrations/postgres/0020_ledger_rows_without_foreign_keys.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
