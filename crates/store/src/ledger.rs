@@ -1204,6 +1204,7 @@ pub(crate) mod tests {
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
+        crate::writer::lane::tests::batches_commit_or_leave_nothing(&store).await;
         orphans_are_found(&store, true).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))

@@ -4,10 +4,12 @@
 //! and thread (`sqlite.rs`), on PostgreSQL a pooled connection.
 
 mod conn;
+pub(crate) mod lane;
 mod sqlite;
 pub(crate) mod together;
 
 pub use conn::{AsBatch, BatchConn, Param, Row, RowRead};
+pub use lane::Lane;
 pub(crate) use sqlite::SqliteWriter;
 pub use together::{Lookup, Part};
 
@@ -16,20 +18,6 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use sqlx::AnyConnection;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-
-/// A PostgreSQL batch writer's own connection, outside the pool: a writer that holds
-/// its hot rows for a whole batch should not wait for a pooled connection behind the
-/// requests it serves. Opened on first use, and again after it failed. (SQLite's batches
-/// all run on the writer's thread.)
-#[derive(Clone, Default)]
-pub struct Lane(Arc<tokio::sync::Mutex<Option<AnyConnection>>>);
-
-impl std::fmt::Debug for Lane {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lane").finish_non_exhaustive()
-    }
-}
 
 impl Store {
     /// `write_batch` on `lane`'s own connection (PostgreSQL); on SQLite the same as
@@ -42,19 +30,7 @@ impl Store {
         if self.backend() == Backend::Sqlite {
             return self.write_batch(f).await;
         }
-        let mut own = lane.0.lock().await;
-        let conn = match own.as_mut() {
-            Some(conn) => conn,
-            None => own.insert(self.connect_own().await?),
-        };
-        let result = in_transaction(conn, f).await;
-        if let Err(StoreError::Database(e)) = &result {
-            // A broken connection is opened again by the next batch; a statement's error
-            // leaves it usable, but a fresh one costs little and is surely clean.
-            tracing::warn!(error = %e, "a batch writer's connection is dropped after an error");
-            *own = None;
-        }
-        result
+        lane.run(self, f).await
     }
 
     /// Runs `f` in one write transaction: committed if it answers `Ok`, rolled back
