@@ -1205,6 +1205,7 @@ pub(crate) mod tests {
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
         crate::writer::lane::tests::batches_commit_or_leave_nothing(&store).await;
+        crate::replay::tests::a_barrier_flushes_what_committed_before_it(&store).await;
         orphans_are_found(&store, true).await;
         store.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))

@@ -61,6 +61,38 @@ pub async fn remember_many(conn: &mut Conn, entries: &[Entry]) -> Result<Vec<boo
         .collect())
 }
 
+/// A connection of the replay guard's own (PostgreSQL) whose commits do not wait for
+/// the log flush (`synchronous_commit = off`): a guard row is seen by every process at
+/// once, and a request accepted by it is answered only after a `barrier` sent once the
+/// row's insert returned (the server's replay guard, `durable.rs`).
+pub async fn connect_unflushed(store: &crate::Store) -> Result<Conn, StoreError> {
+    use sqlx::Executor;
+    let mut conn = store.connect_own().await?;
+    conn.execute("SET synchronous_commit = off").await?;
+    Ok(conn)
+}
+
+/// A connection for `barrier`, whose commits wait for the flush whatever the
+/// database's default.
+pub async fn connect_barrier(store: &crate::Store) -> Result<Conn, StoreError> {
+    use sqlx::Executor;
+    let mut conn = store.connect_own().await?;
+    conn.execute("SET synchronous_commit = on").await?;
+    Ok(conn)
+}
+
+/// A commit that writes to the log and returns once the log is flushed past it, so
+/// every commit that returned before it was sent is durable when it returns (the log
+/// is flushed in order). A transactional logical message: it takes a transaction id
+/// and writes a record (a commit with neither is not flushed), needs no table and no
+/// privilege, and leaves nothing behind.
+pub async fn barrier(conn: &mut Conn) -> Result<(), StoreError> {
+    use sqlx::Executor;
+    conn.execute("SELECT CAST(pg_logical_emit_message(true, 'issuing_barrier', '') AS TEXT)")
+        .await?;
+    Ok(())
+}
+
 /// Deletes up to `batch` expired entries; returns how many went.
 pub async fn purge_expired(conn: &mut Conn, now: i64, batch: i64) -> Result<u64, StoreError> {
     let done = sqlx::query(
@@ -209,4 +241,57 @@ pub async fn take_handover(conn: &mut Conn, now: i64) -> Result<Option<Handover>
         .execute(&mut *conn)
         .await?;
     Ok(handover)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// On PostgreSQL: a row committed on an unflushed connection is seen at once by
+    /// others, and the log is flushed past it once a barrier sent afterwards returned.
+    pub(crate) async fn a_barrier_flushes_what_committed_before_it(store: &crate::Store) {
+        let mut unflushed = connect_unflushed(store).await.unwrap();
+        let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&mut unflushed)
+            .await
+            .unwrap();
+        assert_eq!(setting, "off");
+        let entry = Entry {
+            api_key: "barrier-key".into(),
+            path: "/api/v2/cards/topup".into(),
+            request_timestamp: 1,
+            expires_at: 2,
+        };
+        assert_eq!(
+            remember_many(&mut unflushed, std::slice::from_ref(&entry))
+                .await
+                .unwrap(),
+            [true]
+        );
+        let written: String = sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
+            .fetch_one(&mut unflushed)
+            .await
+            .unwrap();
+        let mut other = store.conn().await.unwrap();
+        assert_eq!(
+            remember_many(&mut other, std::slice::from_ref(&entry))
+                .await
+                .unwrap(),
+            [false],
+            "a copy is refused before the row is flushed"
+        );
+        let mut barrier_conn = connect_barrier(store).await.unwrap();
+        barrier(&mut barrier_conn).await.unwrap();
+        let flushed: bool =
+            sqlx::query_scalar("SELECT pg_current_wal_flush_lsn() >= CAST($1 AS pg_lsn)")
+                .bind(&written)
+                .fetch_one(&mut *other)
+                .await
+                .unwrap();
+        assert!(flushed, "the log is flushed past the row");
+        sqlx::query("DELETE FROM replay_guard WHERE api_key = 'barrier-key'")
+            .execute(&mut *other)
+            .await
+            .unwrap();
+    }
 }

@@ -4,7 +4,7 @@
 use super::extract::{Caller, Plaintext};
 use super::key_cache::CachedKey;
 use super::reply::error_response;
-use crate::replay::Admission;
+use crate::replay::{Admission, Ticket};
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{OriginalUri, Request, State};
@@ -52,7 +52,7 @@ pub(crate) async fn envelope_layer(
     next: Next,
 ) -> Response {
     match open_request(&state, req).await {
-        Ok((req, key)) => {
+        Ok((req, key, guard_row)) => {
             // Text rules for the whole request (no control characters), answered sealed
             // like any validation error: the caller has proved it holds the key.
             let refused = req
@@ -73,12 +73,17 @@ pub(crate) async fn envelope_layer(
                 Some(e) => error_response(&e),
                 None => next.run(req).await,
             };
-            let synced = if read_only {
+            let mut synced = if read_only {
                 state.store.sync_read().await
             } else {
                 state.store.sync().await
             };
             drop(writing);
+            // The replay guard's row too (PostgreSQL: it committed without waiting for
+            // the log flush, see replay/durable.rs).
+            if synced.is_ok() {
+                synced = state.replay.durable(guard_row).await;
+            }
             let response = match synced {
                 Ok(()) => response,
                 Err(e) => {
@@ -108,7 +113,12 @@ fn plain(slug: ErrorSlug, message: &str) -> ApiError {
     ApiError::new(slug, message)
 }
 
-async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), ApiError> {
+/// The opened request, its key, and the ticket of its replay guard row if the answer
+/// must wait for that row to be durable.
+async fn open_request(
+    state: &AppState,
+    req: Request,
+) -> Result<(Request, Key, Option<Ticket>), ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -194,15 +204,17 @@ async fn open_request(state: &AppState, req: Request) -> Result<(Request, Key), 
         return Err(not_object());
     }
 
-    if !UNTIMED_PATHS.contains(&path.as_str()) {
-        check_timestamp(state, &api_key, &path, &request).await?;
-    }
+    let guard_row = if UNTIMED_PATHS.contains(&path.as_str()) {
+        None
+    } else {
+        check_timestamp(state, &api_key, &path, &request).await?
+    };
 
     parts.extensions.insert(Caller {
         project_id: cached.project_id,
     });
     parts.extensions.insert(Plaintext(Arc::new(request)));
-    Ok((Request::from_parts(parts, Body::empty()), key))
+    Ok((Request::from_parts(parts, Body::empty()), key, guard_row))
 }
 
 /// The project and unsealed key behind `api_key`, from the cache or the database.
@@ -257,7 +269,7 @@ async fn check_timestamp(
     api_key: &str,
     path: &str,
     request: &Value,
-) -> Result<(), ApiError> {
+) -> Result<Option<Ticket>, ApiError> {
     let ts = match request.get("request_timestamp") {
         None | Some(Value::Null) => {
             return Err(plain(
@@ -289,8 +301,9 @@ async fn check_timestamp(
     // Remembered until the timestamp itself leaves the window: after that the window
     // check refuses the copy, so the guard row is no longer needed.
     let expires_at = ts.saturating_add(window);
-    match state.replay.admit(api_key, path, ts, expires_at).await? {
-        Admission::Fresh => Ok(()),
+    let (admission, guard_row) = state.replay.admit(api_key, path, ts, expires_at).await?;
+    match admission {
+        Admission::Fresh => Ok(guard_row),
         Admission::Duplicate => Err(plain(
             ErrorSlug::DuplicateRequest,
             "Duplicate request detected",

@@ -1,11 +1,14 @@
 //! The PostgreSQL replay guard: requests queue their (key, path, timestamp) and a few
 //! flushers insert whatever is queued in one statement each. The row insert is what
-//! makes the guarantee hold across processes; batching makes it one round trip and one
-//! commit per batch instead of per request.
+//! makes the guarantee hold across processes; batching makes it one round trip per
+//! batch instead of per request. Each flusher commits on a connection of its own
+//! without waiting for the log flush; the request's answer waits for a barrier instead
+//! (`durable.rs`).
 
+use super::durable::{Flushes, Ticket};
 use super::Admission;
 use issuing_store::replay::{self, Entry, MAX_BATCH};
-use issuing_store::{Store, StoreError};
+use issuing_store::{Conn, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
@@ -15,41 +18,78 @@ const QUEUE: usize = 4_096;
 /// Concurrent flushes: one fills while others are on the wire.
 const FLUSHERS: usize = 4;
 
-type Reply = oneshot::Sender<Result<bool, String>>;
+type Reply = oneshot::Sender<Result<(bool, Ticket), String>>;
 
 #[derive(Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::Sender<(Entry, Reply)>,
+    flushes: Arc<Flushes>,
 }
 
 impl Batcher {
     pub fn start(store: Store, shutdown: watch::Receiver<bool>) -> Batcher {
         let (tx, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
+        let flushes = Flushes::start(barrier(store.clone()), shutdown.clone());
         for _ in 0..FLUSHERS {
-            tokio::spawn(flusher(store.clone(), rx.clone(), shutdown.clone()));
+            tokio::spawn(flusher(
+                store.clone(),
+                rx.clone(),
+                flushes.clone(),
+                shutdown.clone(),
+            ));
         }
-        Batcher { tx }
+        Batcher { tx, flushes }
     }
 
-    pub async fn admit(&self, entry: Entry) -> Result<Admission, StoreError> {
+    /// The guard's answer, and the ticket the request's answer must wait for
+    /// (`durable`).
+    pub async fn admit(&self, entry: Entry) -> Result<(Admission, Ticket), StoreError> {
         let (reply, answer) = oneshot::channel();
         let gone = || StoreError::Config("the replay guard stopped".into());
         self.tx.send((entry, reply)).await.map_err(|_| gone())?;
         match answer.await.map_err(|_| gone())? {
-            Ok(true) => Ok(Admission::Fresh),
-            Ok(false) => Ok(Admission::Duplicate),
+            Ok((true, ticket)) => Ok((Admission::Fresh, ticket)),
+            Ok((false, ticket)) => Ok((Admission::Duplicate, ticket)),
             Err(e) => Err(StoreError::Config(format!("replay guard: {e}"))),
         }
     }
+
+    /// Returns once the guard row of `ticket` is durable.
+    pub async fn durable(&self, ticket: Ticket) -> Result<(), StoreError> {
+        self.flushes.durable(ticket).await
+    }
+}
+
+/// The barrier on a connection of its own, opened again after a failure.
+fn barrier(store: Store) -> super::durable::FlushFn {
+    let conn: Arc<Mutex<Option<Conn>>> = Arc::default();
+    Arc::new(move || {
+        let (store, conn) = (store.clone(), conn.clone());
+        Box::pin(async move {
+            let mut own = conn.lock().await;
+            let open = match own.as_mut() {
+                Some(c) => c,
+                None => own.insert(replay::connect_barrier(&store).await?),
+            };
+            let flushed = replay::barrier(open).await;
+            if flushed.is_err() {
+                *own = None;
+            }
+            flushed
+        })
+    })
 }
 
 async fn flusher(
     store: Store,
     rx: Arc<Mutex<mpsc::Receiver<(Entry, Reply)>>>,
+    flushes: Arc<Flushes>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // Its own connection, opened on first use and again after a failure.
+    let mut conn: Option<Conn> = None;
     loop {
         {
             let mut rx = rx.lock().await;
@@ -58,11 +98,16 @@ async fn flusher(
                 _ = shutdown.changed() => return,
             }
         }
-        flush(&store, std::mem::take(&mut batch)).await;
+        flush(&store, &mut conn, &flushes, std::mem::take(&mut batch)).await;
     }
 }
 
-async fn flush(store: &Store, batch: Vec<(Entry, Reply)>) {
+async fn flush(
+    store: &Store,
+    conn: &mut Option<Conn>,
+    flushes: &Flushes,
+    batch: Vec<(Entry, Reply)>,
+) {
     // Copies of one request inside the batch: the first goes to the database, the
     // others are duplicates of it whatever the database says.
     let mut first: HashMap<(String, String, i64), usize> = HashMap::new();
@@ -84,14 +129,22 @@ async fn flush(store: &Store, batch: Vec<(Entry, Reply)>) {
         }
     }
     let outcome = async {
-        let mut conn = store.conn().await?;
-        replay::remember_many(&mut conn, &unique).await
+        let open = match conn.as_mut() {
+            Some(c) => c,
+            None => conn.insert(replay::connect_unflushed(store).await?),
+        };
+        replay::remember_many(open, &unique).await
     }
     .await;
+    if outcome.is_err() {
+        *conn = None;
+    }
+    // Read after the insert returned: a barrier that covers it was sent after the rows.
+    let ticket = flushes.ticket();
     for ((_, reply), slot) in batch.into_iter().zip(slots) {
         let answer = match (&outcome, slot) {
-            (Ok(fresh), Some(i)) => Ok(fresh[i]),
-            (Ok(_), None) => Ok(false),
+            (Ok(fresh), Some(i)) => Ok((fresh[i], ticket)),
+            (Ok(_), None) => Ok((false, ticket)),
             (Err(e), _) => Err(e.to_string()),
         };
         let _ = reply.send(answer);

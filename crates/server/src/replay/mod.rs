@@ -5,10 +5,15 @@
 //!   copy of a request the previous process accepted (`memory.rs`).
 //! - PostgreSQL (several processes share the database): rows in `replay_guard`, inserted
 //!   for many concurrent requests in one statement (`batch.rs`), so the cross-process
-//!   guarantee costs one round trip per batch instead of one commit per request.
+//!   guarantee costs one round trip per batch instead of one commit per request. The
+//!   rows commit without waiting for the log flush; a request is answered once a barrier
+//!   made its row durable (`durable.rs`), while its handler runs.
 
 mod batch;
+mod durable;
 mod memory;
+
+pub(crate) use durable::Ticket;
 
 use issuing_store::{Backend, Store, StoreError};
 use tokio::sync::watch;
@@ -44,24 +49,41 @@ impl ReplayGuard {
         })
     }
 
+    /// The guard's answer, and on PostgreSQL the ticket the request's answer waits for
+    /// (`durable`).
     pub async fn admit(
         &self,
         api_key: &str,
         path: &str,
         request_timestamp: i64,
         expires_at: i64,
-    ) -> Result<Admission, StoreError> {
+    ) -> Result<(Admission, Option<Ticket>), StoreError> {
         match self {
-            ReplayGuard::Memory(g) => g.admit(api_key, path, request_timestamp, expires_at).await,
+            ReplayGuard::Memory(g) => Ok((
+                g.admit(api_key, path, request_timestamp, expires_at)
+                    .await?,
+                None,
+            )),
             ReplayGuard::Database(b) => {
-                b.admit(issuing_store::replay::Entry {
-                    api_key: api_key.to_owned(),
-                    path: path.to_owned(),
-                    request_timestamp,
-                    expires_at,
-                })
-                .await
+                let (admission, ticket) = b
+                    .admit(issuing_store::replay::Entry {
+                        api_key: api_key.to_owned(),
+                        path: path.to_owned(),
+                        request_timestamp,
+                        expires_at,
+                    })
+                    .await?;
+                Ok((admission, Some(ticket)))
             }
+        }
+    }
+
+    /// Returns once the guard row of `ticket` is durable (at once without one: the
+    /// SQLite guard's own durability is its ceiling's).
+    pub async fn durable(&self, ticket: Option<Ticket>) -> Result<(), StoreError> {
+        match (self, ticket) {
+            (ReplayGuard::Database(b), Some(t)) => b.durable(t).await,
+            _ => Ok(()),
         }
     }
 

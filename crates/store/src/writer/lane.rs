@@ -8,7 +8,8 @@
 //! trip costs a writer 0.25–1 ms on a loaded machine, docs/benchmarks.md). Between
 //! batches the connection sits idle in a transaction that has run nothing: it holds no
 //! lock, no snapshot and no transaction id, so it keeps nothing from vacuum or from
-//! migrations (`pg_stat_activity` shows it as `idle in transaction`).
+//! migrations (`pg_stat_activity` shows it as `idle in transaction`; the connection
+//! turns `idle_in_transaction_session_timeout` off for itself).
 
 use super::BatchConn;
 use crate::{Durable, Store, StoreError};
@@ -43,10 +44,13 @@ impl Lane {
         let mut own = self.0.lock().await;
         let open = match own.as_mut() {
             Some(open) => open,
-            None => own.insert(Open {
-                conn: store.connect_own().await?,
-                begun: false,
-            }),
+            None => {
+                let mut conn = store.connect_own().await?;
+                // Idle in its begun transaction between batches, by design.
+                conn.execute("SET idle_in_transaction_session_timeout = 0")
+                    .await?;
+                own.insert(Open { conn, begun: false })
+            }
         };
         let (result, usable) = open.transaction(f).await;
         if !usable {
