@@ -54,17 +54,20 @@ pub async fn post_batch(
     now: i64,
     inserts: &mut Inserts,
 ) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
-    let touched = touched(operations, watched);
+    let touched = touched(operations.iter().flatten(), watched);
     let mut batch = Batch::read(conn, project_id, touched, now).await?;
     let answers = batch.post_all(operations, watched);
     batch.finish(conn, inserts).await?;
     Ok(answers)
 }
 
-/// The accounts `operations` and `watched` touch, for `lock_order`.
-pub fn touched<'a>(operations: &'a [Vec<Planned>], watched: &'a str) -> Vec<&'a str> {
+/// The accounts `planned` and `watched` touch, for `lock_order`.
+pub fn touched<'a>(
+    planned: impl IntoIterator<Item = &'a Planned>,
+    watched: &'a str,
+) -> Vec<&'a str> {
     let mut touched = vec![watched];
-    for planned in operations.iter().flatten() {
+    for planned in planned {
         touched.extend(
             planned
                 .transfer

@@ -364,16 +364,11 @@ async fn apply_project(
     }
     let confirmations =
         super::topup::Confirmations::plan(conn, project_id, items, &accounts).await?;
-    let all_plans: Vec<Vec<Planned>> = plans
-        .iter()
-        .flatten()
-        .chain(confirmations.plans())
-        .cloned()
-        .collect();
+    let every_plan = plans.iter().flatten().chain(confirmations.plans());
     let locked = ledger_batch::lock_order(
         conn,
         project_id,
-        ledger_batch::touched(&all_plans, &accounts.master),
+        ledger_batch::touched(every_plan.flatten(), &accounts.master),
     )
     .await?;
     // What the batch reads and saves before its checks, in one round trip: the
