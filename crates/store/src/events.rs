@@ -4,7 +4,7 @@
 //! worker sends them later.
 
 use crate::subscriptions::SubscriptionRecord;
-use crate::writer::{AsBatch, BatchConn};
+use crate::writer::AsBatch;
 use crate::{Conn, StoreError};
 use issuing_domain::ids::new_id;
 use sqlx::Row;
@@ -43,29 +43,12 @@ pub async fn insert(conn: &mut Conn, e: &NewEvent<'_>) -> Result<String, StoreEr
     Ok(id)
 }
 
-/// Adds many events and their deliveries to `inserts` (a batch writer's), reading the
-/// subscriptions in the caller's transaction and sending the PostgreSQL wake-up with the
-/// rows; answers how many deliveries were queued. As `insert`, the caller wakes this
-/// process's delivery worker after the commit when there are any.
-pub async fn insert_many(
-    conn: &mut BatchConn<'_>,
-    events: &[NewEvent<'_>],
-    inserts: &mut crate::query::Inserts,
-) -> Result<usize, StoreError> {
-    let ids = add_events(events, inserts);
-    let mut subscriptions = std::collections::HashMap::new();
-    for e in events {
-        if !subscriptions.contains_key(e.project_id) {
-            let active = crate::subscriptions::active(conn, e.project_id).await?;
-            subscriptions.insert(e.project_id, active);
-        }
-    }
-    Ok(deliveries_of(events, &ids, &subscriptions, inserts))
-}
-
-/// `insert_many` with every event's project's active subscriptions known (read in the
-/// caller's transaction, as `subscriptions::active_part`).
-pub fn insert_many_known<P: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
+/// Adds many events and their deliveries to `inserts` (a batch writer's), each event's
+/// project's active subscriptions known (read in the caller's transaction, as
+/// `subscriptions::active_part`), and the PostgreSQL wake-up with the rows; answers how
+/// many deliveries were queued. As `insert`, the caller wakes this process's delivery
+/// worker after the commit when there are any.
+pub fn insert_many<P: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
     events: &[NewEvent<'_>],
     subscriptions: &std::collections::HashMap<P, Vec<SubscriptionRecord>>,
     inserts: &mut crate::query::Inserts,

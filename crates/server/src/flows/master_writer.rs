@@ -534,7 +534,7 @@ async fn apply_project(
             now: o.created_at,
         })
         .collect();
-    let deliveries = events::insert_many_known(&new_events, &subscriptions, &mut inserts);
+    let deliveries = events::insert_many(&new_events, &subscriptions, &mut inserts);
     // Only a key stored before (expired, or a dead request's claim) has a row to replace.
     let replacing = finished
         .iter()

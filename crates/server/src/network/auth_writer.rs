@@ -188,7 +188,7 @@ async fn write(conn: &mut BatchConn<'_>, rows: Rows, now: i64) -> Result<usize, 
             now: *at,
         })
         .collect();
-    let deliveries = events::insert_many_known(&new_events, &known, &mut inserts);
+    let deliveries = events::insert_many(&new_events, &known, &mut inserts);
     inserts.write(conn).await?;
     Ok(deliveries)
 }

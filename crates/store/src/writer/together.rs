@@ -86,10 +86,13 @@ impl BatchConn<'_> {
     }
 
     /// Each part's rows, in the parts' order; one round trip on PostgreSQL for all of
-    /// them, the parts run in their order (a lock taken by an earlier part is held
-    /// when a later one runs). On SQLite each part runs alone: a statement costs
-    /// microseconds on the writer's thread. PostgreSQL runs the one statement on one
-    /// snapshot, so no part may read what a `Writes` part writes (on SQLite it would).
+    /// them. There the reads run in their order (a row locked by an earlier part is held
+    /// when a later one runs), the writes once each, to completion, in no promised order
+    /// against the reads (another transaction that takes the same rows the other way
+    /// round ends in PostgreSQL's deadlock error, and a batch writer then reruns its
+    /// items one by one), and all of it on one snapshot, so no part may read what a
+    /// `Writes` part writes (on SQLite, where each part runs alone, it would). On the
+    /// SQLite writer's thread a statement costs microseconds.
     pub async fn together(&mut self, parts: &[Part<'_>]) -> Result<Vec<Vec<Row>>, StoreError> {
         let asked: Vec<usize> = (0..parts.len())
             .filter(|i| parts[*i].statements() > 0)
