@@ -123,20 +123,22 @@ pub(crate) mod tests {
             .await
             .unwrap();
         let lane = Lane::default();
-        store
+        let (_, durable) = store
             .write_batch_in(&lane, insert("a", false))
             .await
             .unwrap();
+        durable.wait().await.unwrap();
         assert_eq!(ids(&mut conn).await, ["a"], "committed, seen elsewhere");
         let refused = store.write_batch_in(&lane, insert("b", true)).await;
         assert!(matches!(refused, Err(StoreError::Corrupt(_))));
         assert_eq!(ids(&mut conn).await, ["a"], "the failed batch left nothing");
         let duplicate = store.write_batch_in(&lane, insert("a", false)).await;
         assert!(duplicate.is_err(), "a key in use fails its batch");
-        store
+        let (_, durable) = store
             .write_batch_in(&lane, insert("c", false))
             .await
             .unwrap();
+        durable.wait().await.unwrap();
         assert_eq!(ids(&mut conn).await, ["a", "c"]);
         // The lane's connection is between batches, in a transaction that holds
         // nothing: the table can still be dropped (an error, not a hang, if it could
