@@ -297,7 +297,7 @@ pub async fn statuses(
     ids: &[&str],
 ) -> Result<std::collections::HashMap<String, String>, StoreError> {
     let mut found = conn
-        .lookups_together(&[statuses_lookup(project_id, ids.to_vec())])
+        .together(&[Part::Keys(statuses_lookup(project_id, ids.to_vec()))])
         .await?;
     statuses_of(found.pop().unwrap_or_default())
 }

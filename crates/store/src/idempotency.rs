@@ -182,12 +182,16 @@ pub async fn lookup_many(
     keys: &[&str],
 ) -> Result<std::collections::HashMap<String, Stored>, StoreError> {
     let mut found = conn
-        .lookups_together(&[lookup(project_id, endpoint, keys.to_vec())])
+        .together(&[crate::writer::Part::Keys(lookup(
+            project_id,
+            endpoint,
+            keys.to_vec(),
+        ))])
         .await?;
     stored_of(found.pop().unwrap_or_default())
 }
 
-/// `lookup_many` as a lookup to run with others (`BatchConn::lookups_together`); its
+/// `lookup_many` as a lookup to run with others (`BatchConn::together`); its
 /// rows go to `stored_of`.
 pub fn lookup<'a>(
     project_id: &'a str,

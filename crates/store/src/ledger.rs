@@ -986,8 +986,9 @@ pub async fn verify(conn: &mut Conn) -> Result<Vec<Mismatch>, StoreError> {
     Ok(found)
 }
 
-/// At most this many orphans are reported per reference: one is enough to fail.
-const ORPHANS: i64 = 1_000;
+/// At most this many mismatches of one check (usage, or one reference's orphans) are
+/// reported: one is enough to fail, and a corrupted table could differ on every row.
+const REPORTED: i64 = 1_000;
 
 /// The references PostgreSQL no longer checks on insert (migration 0020): (table, its
 /// id column, the referring column, the table referred to). Each is an anti-join
@@ -1008,7 +1009,7 @@ async fn verify_references(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result
              ORDER BY r.{id} LIMIT $1"
         );
         let rows = sqlx::query(&sql)
-            .bind(ORPHANS)
+            .bind(REPORTED)
             .fetch_all(&mut *conn)
             .await?;
         for r in rows {
@@ -1022,10 +1023,6 @@ async fn verify_references(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result
     }
     Ok(())
 }
-
-/// At most this many usage mismatches are reported: one is enough to fail, and a
-/// corrupted table could differ on every row.
-const USAGE_MISMATCHES: i64 = 1_000;
 
 /// Limits read a card's whole days and hours from `card_usage`, kept by triggers: each
 /// row must equal what its bucket's counted transactions sum to, and every such bucket
@@ -1053,7 +1050,7 @@ async fn verify_usage(conn: &mut Conn, found: &mut Vec<Mismatch>) -> Result<(), 
         counted(3_600_000_000),
     );
     let rows = sqlx::query(&sql)
-        .bind(USAGE_MISMATCHES)
+        .bind(REPORTED)
         .fetch_all(&mut *conn)
         .await?;
     for r in rows {

@@ -40,27 +40,6 @@ struct Account {
     allow_negative: bool,
 }
 
-/// Posts every operation's transfers (an operation's transfers land together or not at
-/// all). Answers, per operation in order, its transfers as posted or why it was refused
-/// (`InsufficientFunds`, `BalanceLimit`), with `watched`'s balance as the batch stood
-/// after it (an order shows the master balance its debits left, or found). The accounts are written here, the transfers
-/// and entries added to `inserts` for the caller to write in the same transaction. An
-/// `Err` of the whole call means the batch must be rolled back.
-pub async fn post_batch(
-    conn: &mut BatchConn<'_>,
-    project_id: &str,
-    operations: &[Vec<Planned>],
-    watched: &str,
-    now: i64,
-    inserts: &mut Inserts,
-) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
-    let touched = touched(operations.iter().flatten(), watched);
-    let mut batch = Batch::read(conn, project_id, touched, now).await?;
-    let answers = batch.post_all(operations, watched);
-    batch.finish(conn, inserts).await?;
-    Ok(answers)
-}
-
 /// The accounts `planned` and `watched` touch, for `lock_order`.
 pub fn touched<'a>(
     planned: impl IntoIterator<Item = &'a Planned>,
@@ -168,8 +147,10 @@ impl Batch {
         })
     }
 
-    /// Posts every operation in order (`post`): each one's transfers as posted or why it
-    /// was refused, with `watched`'s balance as the batch stood after it.
+    /// Posts every operation in order (`post`; an operation's transfers land together or
+    /// not at all): each one's transfers as posted or why it was refused
+    /// (`InsufficientFunds`, `BalanceLimit`), with `watched`'s balance as the batch stood
+    /// after it (an order shows the master balance its debits left, or found).
     pub fn post_all(
         &mut self,
         operations: &[Vec<Planned>],
@@ -402,6 +383,24 @@ pub(crate) mod tests {
     use crate::ledger::tests::{entries, project_with_accounts};
     use crate::ledger::{post, verify, TransferMeta};
     use issuing_domain::ledger::{AccountKind, TransferKind};
+
+    /// A batch as a writer applies it, in one call: read (PostgreSQL: lock) what the
+    /// operations touch, post them in order, write the balances and add the transfers
+    /// and entries to `inserts`.
+    async fn post_batch(
+        conn: &mut BatchConn<'_>,
+        project_id: &str,
+        operations: &[Vec<Planned>],
+        watched: &str,
+        now: i64,
+        inserts: &mut Inserts,
+    ) -> Result<Vec<(Result<Vec<Posted>, StoreError>, i64)>, StoreError> {
+        let touched = touched(operations.iter().flatten(), watched);
+        let mut batch = Batch::read(conn, project_id, touched, now).await?;
+        let answers = batch.post_all(operations, watched);
+        batch.finish(conn, inserts).await?;
+        Ok(answers)
+    }
 
     /// Random batches of random operations (one or two transfers between the master,
     /// in-flight and fee accounts, amounts up to twice what is there) against a model of

@@ -160,46 +160,16 @@ pub async fn save_step(
     save_step_on(&mut conn.as_batch(), o, worker_id, lease).await
 }
 
-/// Saves many orders as `save_step` with `Lease::Release` saves one, each fenced on
-/// its worker's lease; answers which were saved (a worker that lost its lease saves
-/// nothing). PostgreSQL gets one statement; SQLite's writer thread one cached statement
-/// per order.
-pub async fn release_many_on(
-    conn: &mut BatchConn<'_>,
-    saves: &[(&OrderRecord, &str)],
-) -> Result<Vec<bool>, StoreError> {
-    if conn.backend() == Backend::Sqlite || saves.len() < 2 {
-        let mut saved = Vec::with_capacity(saves.len());
-        for (order, worker) in saves {
-            saved.push(
-                match save_step_on(conn, order, worker, Lease::Release).await {
-                    Ok(()) => true,
-                    Err(StoreError::LeaseLost(_)) => false,
-                    Err(e) => return Err(e),
-                },
-            );
-        }
-        return Ok(saved);
-    }
-    let datas = release_datas(saves);
-    let rows: Vec<crate::writer::Row> = conn
-        .together(&[release_part(saves, &datas)])
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    released(saves, &rows)
-}
-
 /// The orders' data as text, for `release_part` to bind.
 pub fn release_datas(saves: &[(&OrderRecord, &str)]) -> Vec<String> {
     saves.iter().map(|(o, _)| o.data.to_string()).collect()
 }
 
-/// `release_many_on`'s saves as a part of a batch's statement (`BatchConn::together`):
-/// one `UPDATE … RETURNING id` per order, each found by its key (a generic plan of one
+/// Saves many orders as `save_step` with `Lease::Release` saves one, each fenced on its
+/// worker's lease, as a part of a batch's statement (`BatchConn::together`): one
+/// `UPDATE … RETURNING id` per order, each found by its key (a generic plan of one
 /// `UPDATE … FROM` a list may walk the project's orders). `datas` is
-/// `release_datas(saves)`.
+/// `release_datas(saves)`; `released` says which were saved.
 pub fn release_part<'a>(saves: &[(&'a OrderRecord, &'a str)], datas: &'a [String]) -> Part<'a> {
     let sql = "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, \
                last_error_slug = $4, data = $5, issue_status = $6, topup_status = $7, \

@@ -187,7 +187,10 @@ pub(crate) struct Confirmed {
 /// batch's statement: each one's in-flight → card transfer, posted only if its order's
 /// save (`saves`, in the same statement) finds its worker still holding the lease.
 pub(crate) struct Confirmations<'i> {
-    found: Vec<(usize, &'i Confirmed)>,
+    /// Each confirmation's place in the batch, its order's save (order, worker), its
+    /// transfers, and its order's data as text; in the same order.
+    places: Vec<usize>,
+    saves: Vec<(&'i OrderRecord, &'i str)>,
     plans: Vec<Vec<Planned>>,
     datas: Vec<String>,
 }
@@ -234,11 +237,15 @@ impl<'i> Confirmations<'i> {
                 transfer,
             }]);
         }
-        let datas = orders::release_datas(&saves_of(&found));
+        let saves: Vec<(&OrderRecord, &str)> = found
+            .iter()
+            .map(|(_, c)| (&c.order, c.worker.as_str()))
+            .collect();
         Ok(Confirmations {
-            found,
+            places: found.into_iter().map(|(i, _)| i).collect(),
+            datas: orders::release_datas(&saves),
+            saves,
             plans,
-            datas,
         })
     }
 
@@ -250,23 +257,24 @@ impl<'i> Confirmations<'i> {
     /// The orders' saves, completed and their leases released, as a part of the
     /// batch's statement.
     pub(crate) fn saves(&self) -> Part<'_> {
-        orders::release_part(&saves_of(&self.found), &self.datas)
+        orders::release_part(&self.saves, &self.datas)
     }
 
     /// Each confirmation by place: its transfers if its order was saved (`rows`: of
     /// `saves`), else `LeaseLost` (it moves nothing).
     pub(crate) fn saved(self, rows: &[Row]) -> Result<Vec<(usize, PlanOrLost)>, StoreError> {
-        let saved = orders::released(&saves_of(&self.found), rows)?;
+        let saved = orders::released(&self.saves, rows)?;
         Ok(self
-            .found
+            .places
             .into_iter()
+            .zip(self.saves)
             .zip(self.plans)
             .zip(saved)
-            .map(|(((i, c), plan), saved)| {
+            .map(|(((i, (order, _)), plan), saved)| {
                 if saved {
                     (i, Ok(plan))
                 } else {
-                    let lost = StoreError::LeaseLost(c.order.id.clone());
+                    let lost = StoreError::LeaseLost(order.id.clone());
                     (i, Err(ApiError::from(lost)))
                 }
             })
@@ -276,13 +284,6 @@ impl<'i> Confirmations<'i> {
 
 /// A confirmation's transfers, or why it moves nothing.
 pub(crate) type PlanOrLost = Result<Vec<Planned>, ApiError>;
-
-fn saves_of<'c>(found: &[(usize, &'c Confirmed)]) -> Vec<(&'c OrderRecord, &'c str)> {
-    found
-        .iter()
-        .map(|(_, c)| (&c.order, c.worker.as_str()))
-        .collect()
-}
 
 /// A top-up for the master balance's writer.
 pub(crate) struct TopupMove {

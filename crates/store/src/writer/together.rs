@@ -14,8 +14,8 @@ use super::conn::{BatchConn, Param, Row};
 use crate::StoreError;
 
 /// The rows of `table` (`columns`) whose `key` is each of `keys`, among those `scope`
-/// matches (`$1`…`$n` bound to `scope_params`): `BatchConn::rows_by_keys`, unlocked,
-/// to be run with others by `lookups_together`.
+/// matches (`$1`…`$n` bound to `scope_params`): `BatchConn::rows_by_keys`, to be run
+/// with others by `together` (as `Part::Keys`, or `Part::Locked`).
 #[derive(Debug, Clone)]
 pub struct Lookup<'a> {
     pub table: &'static str,
@@ -75,16 +75,6 @@ impl Part<'_> {
 }
 
 impl BatchConn<'_> {
-    /// Each lookup's rows, in the lookups' order; one round trip on PostgreSQL for all
-    /// of them (none for a lookup of no keys).
-    pub async fn lookups_together(
-        &mut self,
-        lookups: &[Lookup<'_>],
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
-        let parts: Vec<Part<'_>> = lookups.iter().cloned().map(Part::Keys).collect();
-        self.together(&parts).await
-    }
-
     /// Each part's rows, in the parts' order; one round trip on PostgreSQL for all of
     /// them. There the reads run in their order (a row locked by an earlier part is held
     /// when a later one runs), the writes once each, to completion, in no promised order
@@ -105,20 +95,19 @@ impl BatchConn<'_> {
             }
             return Ok(found);
         }
-        let lists: Vec<Option<String>> = parts
+        // Each lookup's keys as the JSON list `rows_of_list` takes (bound by reference).
+        let lists: Vec<String> = parts
             .iter()
             .map(|p| match p {
-                Part::Keys(l) | Part::Locked(l) => {
-                    Some(crate::query::json_texts(l.keys.iter().copied()))
-                }
-                _ => None,
+                Part::Keys(l) | Part::Locked(l) => crate::query::json_texts(l.keys.iter().copied()),
+                Part::Select { .. } | Part::Writes(_) => String::new(),
             })
             .collect();
         let mut params: Vec<Param<'_>> = Vec::new();
         let (mut writes, mut selects) = (Vec::new(), Vec::with_capacity(asked.len()));
         for i in &asked {
-            let sql = match (&parts[*i], &lists[*i]) {
-                (Part::Keys(l) | Part::Locked(l), Some(list)) => {
+            let sql = match &parts[*i] {
+                Part::Keys(l) | Part::Locked(l) => {
                     let lock = matches!(parts[*i], Part::Locked(_));
                     let sql = crate::query::rows_of_list(
                         crate::Backend::Postgres,
@@ -131,15 +120,15 @@ impl BatchConn<'_> {
                     );
                     let sql = crate::query::shifted(&sql, params.len());
                     params.extend(l.scope_params.iter().copied());
-                    params.push(Param::Text(Some(list)));
+                    params.push(Param::Text(Some(&lists[*i])));
                     sql
                 }
-                (Part::Select { sql, params: own }, _) => {
+                Part::Select { sql, params: own } => {
                     let sql = crate::query::shifted(sql, params.len());
                     params.extend(own.iter().copied());
                     sql
                 }
-                (Part::Writes(statements), _) => {
+                Part::Writes(statements) => {
                     let mut reads = Vec::with_capacity(statements.len());
                     for (j, (sql, own)) in statements.iter().enumerate() {
                         let name = format!("w{i}_{j}");
@@ -149,9 +138,6 @@ impl BatchConn<'_> {
                         reads.push(format!("SELECT * FROM {name}"));
                     }
                     reads.join(" UNION ALL ")
-                }
-                (Part::Keys(_) | Part::Locked(_), None) => {
-                    return Err(StoreError::Corrupt("a lookup without its list".into()))
                 }
             };
             selects.push(format!(
