@@ -3,8 +3,9 @@
 //! (`network/auth_writer.rs`), the webhook outcomes' (`workers/outcomes.rs`) and the
 //! sandbox provider's books (`provider/sandbox.rs`).
 //!
-//! Callers queue items for a writer; a writer drains its queue and applies up to
-//! `MAX_BATCH` items in one transaction (`apply`), then answers every caller only once
+//! Callers queue items for a writer; a writer applies up to `MAX_BATCH` items in one
+//! transaction (`apply`): a batch takes every item that arrives until its transaction
+//! starts (`Gathering`), then answers every caller only once
 //! that transaction is durable, from a task of its own so the next batch starts while
 //! this one's log reaches the disk, and then wakes this process's workers for what the
 //! batch queued (orders, webhook deliveries). An unexpected error of a batch (anything but the
@@ -23,9 +24,10 @@ use issuing_store::group_commit::Stats;
 use issuing_store::writer::{BatchConn, Lane};
 use issuing_store::{Durable, Store, StoreError};
 use issuing_wire::ApiError;
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 /// The most items in one transaction: bounds how long a batch holds the write lock
@@ -99,8 +101,8 @@ pub(crate) struct Shape {
     pub stripes: usize,
     /// Batches of one writer under way at once. More than one only where batches are
     /// applied one after another in the order they were started (SQLite's one writer
-    /// thread): the next batch then waits, ready, while the one before it commits,
-    /// instead of being gathered only after its answer came back.
+    /// thread): the next batch then waits, queued and still gathering, while the one
+    /// before it commits, instead of being started only after its answer came back.
     pub depth: usize,
 }
 
@@ -210,38 +212,105 @@ async fn run<I: Send + Sync + 'static, A: Send + 'static>(
     let lane = Lane::default();
     let mut in_flight = FuturesOrdered::new();
     let mut open = true;
+    // The newest batch, taking items until its transaction starts.
+    let mut gathering: Option<Shared<I, A>> = None;
+    // Items received that no batch could take yet (at most one `recv_many`).
+    let mut held: VecDeque<(I, Reply<A>)> = VecDeque::with_capacity(MAX_BATCH);
     loop {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while let Some((item, reply)) = held.pop_front() {
+            let refused = match &gathering {
+                Some(g) => Gathering::offer(g, item, reply),
+                None => Err((item, reply)),
+            };
+            let Err((item, reply)) = refused else {
+                continue;
+            };
+            if in_flight.len() >= depth {
+                held.push_front((item, reply));
+                break;
+            }
+            let g = Gathering::new(item, reply);
+            gathering = Some(g.clone());
+            let writer = Writer {
+                store: store.clone(),
+                lane: lane.clone(),
+                apply: apply.clone(),
+            };
+            in_flight.push_back(one_batch(name, g, writer, wakeups.clone(), stats.clone()));
+        }
+        let mut got = Vec::with_capacity(MAX_BATCH);
         tokio::select! {
             biased;
             Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
-            n = queue.recv_many(&mut batch, MAX_BATCH), if open && in_flight.len() < depth => {
+            n = queue.recv_many(&mut got, MAX_BATCH), if open && held.is_empty() => {
                 if n == 0 {
                     open = false;
-                    continue;
                 }
-                let (items, replies): (Vec<I>, Vec<Reply<A>>) = batch.into_iter().unzip();
-                stats.batches.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .operations
-                    .fetch_add(items.len() as u64, Ordering::Relaxed);
-                let writer = Writer {
-                    store: store.clone(),
-                    lane: lane.clone(),
-                    apply: apply.clone(),
-                };
-                in_flight.push_back(one_batch(
-                    name,
-                    Arc::new(items),
-                    replies,
-                    writer,
-                    wakeups.clone(),
-                    stats.clone(),
-                ));
+                held.extend(got);
             }
             else => return,
         }
     }
+}
+
+/// The items and replies of a batch that is still taking items: it is queued for its
+/// transaction at once, and takes what arrives until that transaction starts (`seal`).
+/// On SQLite's one writer thread a batch waits there while the one before it commits;
+/// gathered at queueing time it would hold the item or two that had arrived, and what
+/// arrived during the wait would make a batch of its own, paying a commit of its own.
+struct Gathering<I, A> {
+    items: Vec<I>,
+    replies: Vec<Reply<A>>,
+    sealed: Option<Arc<Vec<I>>>,
+}
+
+type Shared<I, A> = Arc<Mutex<Gathering<I, A>>>;
+
+impl<I, A> Gathering<I, A> {
+    fn new(item: I, reply: Reply<A>) -> Shared<I, A> {
+        let mut items = Vec::with_capacity(MAX_BATCH);
+        items.push(item);
+        let mut replies = Vec::with_capacity(MAX_BATCH);
+        replies.push(reply);
+        Arc::new(Mutex::new(Gathering {
+            items,
+            replies,
+            sealed: None,
+        }))
+    }
+
+    /// Adds an item unless the batch has started or is full (then answers it back).
+    fn offer(g: &Shared<I, A>, item: I, reply: Reply<A>) -> Result<(), (I, Reply<A>)> {
+        let mut g = g.lock().unwrap_or_else(PoisonError::into_inner);
+        if g.sealed.is_some() || g.items.len() >= MAX_BATCH {
+            return Err((item, reply));
+        }
+        g.items.push(item);
+        g.replies.push(reply);
+        Ok(())
+    }
+
+    /// The batch's items, final from the first call on.
+    fn seal(g: &Shared<I, A>) -> Arc<Vec<I>> {
+        let mut g = g.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(items) = &g.sealed {
+            return items.clone();
+        }
+        let items = Arc::new(std::mem::take(&mut g.items));
+        g.sealed = Some(items.clone());
+        items
+    }
+
+    fn take_replies(g: &Shared<I, A>) -> Vec<Reply<A>> {
+        std::mem::take(&mut g.lock().unwrap_or_else(PoisonError::into_inner).replies)
+    }
+}
+
+/// What a transaction of a writer applies: a batch still gathering (sealed when the
+/// transaction starts), or items already sealed (a failed batch's reruns).
+enum Source<I, A> {
+    Gathering(Shared<I, A>),
+    Sealed(Arc<Vec<I>>),
 }
 
 /// Where a writer applies its batches.
@@ -255,13 +324,19 @@ impl<I: Send + Sync + 'static, A: Send + 'static> Writer<I, A> {
     /// `apply` in a transaction of its own on the writer's connection.
     async fn apply(
         &self,
-        items: Arc<Vec<I>>,
+        source: Source<I, A>,
         only: Option<usize>,
     ) -> Result<Applied<A>, StoreError> {
         let apply = self.apply.clone();
         let ((answers, queued), durable) = self
             .store
-            .write_batch_in(&self.lane, move |conn| apply(conn, items, only))
+            .write_batch_in(&self.lane, move |conn| {
+                let items = match source {
+                    Source::Gathering(g) => Gathering::seal(&g),
+                    Source::Sealed(items) => items,
+                };
+                apply(conn, items, only)
+            })
             .await?;
         Ok((answers, queued, durable))
     }
@@ -271,13 +346,23 @@ impl<I: Send + Sync + 'static, A: Send + 'static> Writer<I, A> {
 /// callers from a task of its own once it is durable.
 async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
     name: &'static str,
-    items: Arc<Vec<I>>,
-    replies: Vec<Reply<A>>,
+    gathering: Shared<I, A>,
     writer: Writer<I, A>,
     wakeups: Wakeups,
     stats: Arc<Stats>,
 ) {
-    let pending = match writer.apply(items.clone(), None).await {
+    let first = writer
+        .apply(Source::Gathering(gathering.clone()), None)
+        .await;
+    // Sealed by its transaction, or here if that never started.
+    let items = Gathering::seal(&gathering);
+    let replies = Gathering::take_replies(&gathering);
+    debug_assert_eq!(items.len(), replies.len());
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    stats
+        .operations
+        .fetch_add(items.len() as u64, Ordering::Relaxed);
+    let pending = match first {
         Ok((answers, queued, durable)) => Pending::Committed(answers, queued, durable),
         Err(why) if items.len() > 1 => {
             tracing::warn!(writer = name, error = %why, items = items.len(), "a batch failed; applying its items one by one");
@@ -285,7 +370,7 @@ async fn one_batch<I: Send + Sync + 'static, A: Send + 'static>(
             let mut queued = Queued::default();
             for i in 0..items.len() {
                 stats.batches.fetch_add(1, Ordering::Relaxed);
-                let alone = match writer.apply(items.clone(), Some(i)).await {
+                let alone = match writer.apply(Source::Sealed(items.clone()), Some(i)).await {
                     Ok((mut answer, q, durable)) => match durable.wait().await {
                         Ok(()) => {
                             queued.orders |= q.orders;
