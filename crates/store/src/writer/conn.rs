@@ -11,6 +11,9 @@ use crate::query::Cell;
 use crate::{Backend, StoreError};
 use sqlx::any::{AnyRow, AnyTypeInfoKind};
 use sqlx::{AnyConnection, Row as _, ValueRef as _};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// A value bound to a statement.
@@ -205,7 +208,8 @@ impl BatchConn<'_> {
     pub async fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
         match self {
             BatchConn::Sqlite(c) => {
-                let mut statement = c.prepare_cached(&numbered(sql)).map_err(sqlite_error)?;
+                let (text, _) = known(sql);
+                let mut statement = c.prepare_cached(&text).map_err(sqlite_error)?;
                 bind_sqlite(&mut statement, params)?;
                 let changed = statement.raw_execute().map_err(sqlite_error)?;
                 Ok(u64::try_from(changed).unwrap_or(u64::MAX))
@@ -229,6 +233,52 @@ fn bind<'q>(mut query: AnyQuery<'q>, params: &[Param<'q>]) -> AnyQuery<'q> {
         };
     }
     query
+}
+
+/// What the writer's thread keeps per statement it ran: its text with SQLite's
+/// placeholders (`numbered`), and the columns it answers once read. Both would
+/// otherwise be built again for every statement a batch runs, a few percent of the
+/// writer thread's time.
+struct Known {
+    text: Rc<str>,
+    columns: Option<Arc<[String]>>,
+}
+
+/// Statement texts kept; the writers run far fewer (the cache starts over beyond it).
+const KNOWN_LIMIT: usize = 1024;
+
+thread_local! {
+    static KNOWN: RefCell<HashMap<String, Known>> = RefCell::new(HashMap::new());
+}
+
+/// `sql` with SQLite's placeholders, and its columns if a query of it ran before.
+fn known(sql: &str) -> (Rc<str>, Option<Arc<[String]>>) {
+    KNOWN.with(|known| {
+        let mut known = known.borrow_mut();
+        if let Some(k) = known.get(sql) {
+            return (k.text.clone(), k.columns.clone());
+        }
+        if known.len() >= KNOWN_LIMIT {
+            known.clear();
+        }
+        let text: Rc<str> = numbered(sql).into();
+        known.insert(
+            sql.to_owned(),
+            Known {
+                text: text.clone(),
+                columns: None,
+            },
+        );
+        (text, None)
+    })
+}
+
+fn remember_columns(sql: &str, columns: &Arc<[String]>) {
+    KNOWN.with(|known| {
+        if let Some(k) = known.borrow_mut().get_mut(sql) {
+            k.columns = Some(columns.clone());
+        }
+    });
 }
 
 /// `$N` placeholders as SQLite's numbered `?N`, which rusqlite binds by number (SQLite
@@ -269,13 +319,21 @@ fn sqlite_rows(
     params: &[Param<'_>],
 ) -> Result<Vec<Row>, StoreError> {
     use rusqlite::types::ValueRef;
-    let mut statement = conn.prepare_cached(&numbered(sql)).map_err(sqlite_error)?;
+    let (text, columns) = known(sql);
+    let mut statement = conn.prepare_cached(&text).map_err(sqlite_error)?;
     bind_sqlite(&mut statement, params)?;
-    let columns: Arc<[String]> = statement
-        .column_names()
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let columns = match columns {
+        Some(columns) => columns,
+        None => {
+            let columns: Arc<[String]> = statement
+                .column_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            remember_columns(sql, &columns);
+            columns
+        }
+    };
     let mut rows = statement.raw_query();
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(sqlite_error)? {
@@ -482,5 +540,18 @@ mod tests {
         );
         assert_eq!(whole(3.0).ok(), Some(3));
         assert!(whole(3.5).is_err());
+    }
+
+    #[test]
+    fn a_statement_is_numbered_once_and_keeps_its_columns() {
+        let sql = "SELECT $2 AS b, $1 AS a";
+        let (text, columns) = known(sql);
+        assert_eq!(&*text, "SELECT ?2 AS b, ?1 AS a");
+        assert!(columns.is_none());
+        let read: Arc<[String]> = vec!["b".to_owned(), "a".to_owned()].into();
+        remember_columns(sql, &read);
+        let (again, columns) = known(sql);
+        assert!(Rc::ptr_eq(&text, &again));
+        assert_eq!(columns.as_deref(), Some(&read[..]));
     }
 }
