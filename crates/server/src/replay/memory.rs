@@ -26,6 +26,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 const SHARDS: usize = 16;
+const _: () = assert!(SHARDS.is_power_of_two(), "shard_of keeps the top bits");
 /// Bound on remembered requests: ~16 k/s sustained over a ±30 s window. Each costs about
 /// 24 bytes, so the guard stays under ~40 MB.
 const MAX_ENTRIES: usize = 1_000_000;
@@ -177,15 +178,19 @@ impl MemoryGuard {
         u64::from_be_bytes(first)
     }
 
-    fn shard(&self, hash: u64) -> std::sync::MutexGuard<'_, Shard> {
-        let shard = &self.shards[(hash as usize) % SHARDS];
+    /// The shard of one request: chosen by its timestamp as well as its (API key, path),
+    /// so one integrator calling one endpoint spreads over every shard. By the key and
+    /// path alone, one hot endpoint of one key had a sixteenth of the bound (62,500
+    /// requests in the window, ~2,000/s) and was refused `rate_limited` beyond it.
+    fn shard(&self, hash: u64, ts: i64) -> std::sync::MutexGuard<'_, Shard> {
+        let shard = &self.shards[shard_of(hash, ts)];
         shard.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Remembers a handed-over entry (bounded like admissions; past the bound the oldest
     /// are simply not loaded: their copies are then refused only by the window).
     fn insert(&self, hash: u64, ts: i64, expires_at: i64) {
-        let mut set = self.shard(hash);
+        let mut set = self.shard(hash, ts);
         if set.len() < PER_SHARD {
             set.insert((hash, ts), expires_at);
         }
@@ -234,7 +239,7 @@ impl MemoryGuard {
         }
         debug_assert!(ts < self.ceiling.load(Ordering::Acquire));
         let hash = self.key_hash(api_key, path);
-        let mut set = self.shard(hash);
+        let mut set = self.shard(hash, ts);
         if set.contains_key(&(hash, ts)) {
             return Ok(Admission::Duplicate);
         }
@@ -282,6 +287,16 @@ impl MemoryGuard {
     }
 }
 
+/// A shard index from the whole of (hash, timestamp): neighbouring microsecond
+/// timestamps of one key and path land on different shards (a multiplicative hash's top
+/// bits).
+fn shard_of(hash: u64, ts: i64) -> usize {
+    const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mixed = (hash ^ ts as u64).wrapping_mul(SPREAD);
+    // SHARDS is a power of two below 2^64; the shift keeps the top bits.
+    (mixed >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
 fn encode_seed(seed: &[u8; 16]) -> String {
     seed.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -300,6 +315,51 @@ fn decode_seed(text: &str) -> Option<[u8; 16]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_key_and_path_spread_over_every_shard() {
+        let hash = 0x0123_4567_89ab_cdef;
+        let mut counts = [0usize; SHARDS];
+        let start = 1_790_000_000_000_000i64;
+        for ts in start..start + 16_000 {
+            counts[shard_of(hash, ts)] += 1;
+        }
+        // 1,000 each if even; a shard chosen by the hash alone would hold all 16,000.
+        assert!(
+            counts.iter().all(|c| (800..=1_200).contains(c)),
+            "{counts:?}"
+        );
+    }
+
+    /// One API key calling one endpoint is admitted beyond a shard's share of the bound,
+    /// and a copy of any of its requests is still refused.
+    #[tokio::test]
+    async fn one_hot_endpoint_is_not_refused_at_a_shards_bound() {
+        let path = std::env::temp_dir().join(format!(
+            "issuing-replay-{}.db",
+            issuing_domain::ids::new_id()
+        ));
+        let store = Store::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let (_stop, shutdown) = watch::channel(false);
+        let guard = MemoryGuard::start(store, shutdown).await.unwrap();
+        let now = now_micros();
+        let expires = now + 30_000_000;
+        let n = PER_SHARD as i64 + 5_000;
+        for i in 0..n {
+            let admitted = guard.admit("key", "cards/topup", now - i, expires).await;
+            assert_eq!(admitted.unwrap(), Admission::Fresh, "request {i}");
+        }
+        for i in [0, n / 2, n - 1] {
+            let copy = guard.admit("key", "cards/topup", now - i, expires).await;
+            assert_eq!(copy.unwrap(), Admission::Duplicate);
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
 
     #[test]
     fn seeds_survive_their_text_form() {
