@@ -23,8 +23,10 @@ const DELIVERIES: usize = 100_000;
 /// Requests per page, and how many at once (a few operators, not a crowd).
 const REQUESTS_PER_PAGE: usize = 200;
 const CONCURRENCY: usize = 4;
-/// Rows per INSERT statement (under SQLite's 32,766 bound variables).
-const BATCH: usize = 1_000;
+/// Rows per INSERT statement. sqlx's SQLite driver looks up each bound variable's name
+/// in a list as long as the statement's variables, so a statement costs the square of
+/// its variables: 1,000 rows of ~20 columns kept the seed busy for over ten minutes.
+const BATCH: usize = 100;
 const DAY: i64 = 24 * 3600 * 1_000_000;
 /// The hot card's limits as the card row stores them (micro-units): what its page reads
 /// the usage of.
