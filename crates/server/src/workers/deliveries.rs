@@ -24,10 +24,13 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::{Id, JoinSet};
 
 /// Attempts in flight per process: each holds a socket and, briefly, a DB connection.
-const MAX_IN_FLIGHT: usize = 64;
+const MAX_IN_FLIGHT: usize = 256;
 /// Attempts in flight per subscription and process: a slow or dead receiver holds at
-/// most this many slots; a healthy one is sent this many at once.
-const PER_SUBSCRIPTION: usize = 16;
+/// most this many slots; a healthy one is sent this many at once. One receiver gets at
+/// most this many divided by an attempt's round trip a second: at 16, with attempts
+/// taking 5–10 ms on a loaded 2-core machine, deliveries to one receiver stalled near
+/// 1,600/s and fell behind authorizations at half their capacity (docs/benchmarks.md).
+const PER_SUBSCRIPTION: usize = 64;
 const _: () = assert!(PER_SUBSCRIPTION < MAX_IN_FLIGHT);
 /// An idle dispatcher looks for due retries at least this often.
 const POLL: Duration = Duration::from_secs(1);
