@@ -9,7 +9,8 @@ mod common;
 use common::receiver::{free_port, Behaviour, Receiver};
 use common::{api_error, TestServer};
 use issuing_client::{
-    CardsFreeze, CardsTopup, Delivery, ListQuery, WhDeliveries, WhRedeliver, WhSubscribe,
+    CardsFreeze, CardsTopup, Delivery, ListQuery, SimulateAuth, WhDeliveries, WhRedeliver,
+    WhSubscribe,
 };
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
@@ -358,6 +359,74 @@ both_backends!(
             assert_eq!(d.attempts, 1);
             assert_eq!(d.last_status, Some(200));
         }
+    }
+);
+
+both_backends_with!(
+    many_deliveries_at_once_are_each_recorded_once,
+    fast(),
+    |t: TestServer| async move {
+        // Outcomes of attempts that succeed together are recorded in batches (one
+        // statement per claim): every one must end `succeeded` after one attempt, and
+        // none be sent again.
+        const N: usize = 60;
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.subscribe(&rx.url).await;
+        let card = t.funded_card("ada").await;
+        let mut tasks = Vec::new();
+        for _ in 0..N {
+            let (sdk, card) = (t.sdk(), card.clone());
+            tasks.push(tokio::spawn(async move {
+                sdk.simulate_cards_auth(&SimulateAuth {
+                    card_id: card,
+                    transaction_amount: "0.01".into(),
+                    ..SimulateAuth::default()
+                })
+                .await
+                .unwrap()
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let card_txs = |events: &[Value]| of_type(events, "card_transaction").len();
+        rx.wait_until("every authorization's event", WAIT, |r| r.len() > N)
+            .await;
+        let start = std::time::Instant::now();
+        let log = loop {
+            let log = t
+                .deliveries(WhDeliveries {
+                    page: ListQuery {
+                        limit: Some(100),
+                        ..ListQuery::default()
+                    },
+                    ..states(&["succeeded"])
+                })
+                .await;
+            if log.len() > N || start.elapsed() > WAIT {
+                break log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(log.len() > N, "{} succeeded", log.len());
+        // Nothing is sent twice, even once the leases (1 s + 5 s) would have run out.
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert_eq!(card_txs(&rx.delivered()), N);
+        let log = t
+            .deliveries(WhDeliveries {
+                page: ListQuery {
+                    limit: Some(100),
+                    ..ListQuery::default()
+                },
+                ..states(&["succeeded"])
+            })
+            .await;
+        for d in &log {
+            assert_eq!((d.attempts, d.last_status), (1, Some(200)), "{d:?}");
+            assert!(d.last_error.is_none(), "{d:?}");
+        }
+        assert!(t.deliveries(states(&["pending"])).await.is_empty());
+        assert_eq!(rx.received().len(), log.len());
     }
 );
 

@@ -228,6 +228,39 @@ pub async fn record(
     Ok(done == 1)
 }
 
+/// `record` for succeeded attempts of one claimed batch (one project, one claim token,
+/// one status) in one statement: the outcome writer's usual batch is tens of them, and
+/// one round trip each made its batches slow enough that recording fell behind the
+/// deliveries. Returns the ids whose claim still held; the others recorded nothing.
+pub async fn record_succeeded(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    token: &str,
+    last_status: Option<i64>,
+    ids: &[&str],
+    now: i64,
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    if ids.is_empty() {
+        return Ok(std::collections::HashSet::new());
+    }
+    let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 5)).collect();
+    let sql = format!(
+        "UPDATE webhook_deliveries SET state = 'succeeded', last_status = $1, last_error = NULL, \
+         next_attempt_at = NULL, completed_at = $2, updated_at = $2, locked_until = NULL, locked_by = NULL \
+         WHERE project_id = $3 AND locked_by = $4 AND state = 'pending' AND id IN ({}) RETURNING id",
+        list.join(", ")
+    );
+    let mut params: Vec<Param<'_>> = vec![
+        last_status.into(),
+        now.into(),
+        project_id.into(),
+        token.into(),
+    ];
+    params.extend(ids.iter().map(|id| Param::from(*id)));
+    let rows = conn.rows(&sql, &params).await?;
+    rows.iter().map(|r| r.text("id")).collect()
+}
+
 /// Gives a claim back untouched (the attempt was never sent), due again at once.
 pub async fn release(conn: &mut Conn, claimed: &Claimed) -> Result<(), StoreError> {
     sqlx::query(

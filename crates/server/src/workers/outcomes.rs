@@ -11,6 +11,7 @@ use issuing_store::group_commit::Stats;
 use issuing_store::writer::BatchConn;
 use issuing_store::{subscriptions, Store, StoreError};
 use issuing_wire::ApiError;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// PostgreSQL writers; subscriptions are spread over them, so one subscription's
@@ -57,10 +58,7 @@ impl OutcomeWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
         let apply: ApplyFn<Attempted, Recorded> = Arc::new(|mut conn, attempts, only| {
             Box::pin(async move {
-                let mut answers = Vec::new();
-                for a in picked(&attempts, only) {
-                    answers.push(Ok(record(&mut conn, a).await?));
-                }
+                let answers = record_all(&mut conn, &picked(&attempts, only)).await?;
                 Ok((answers, Queued::default()))
             })
         });
@@ -82,6 +80,77 @@ impl OutcomeWriter {
         let subscription = a.claimed.delivery.subscription_id.clone();
         self.0.submit(&subscription, a).await
     }
+}
+
+/// Records a batch's outcomes in order. Each run of succeeded attempts (the usual
+/// batch) is written with one statement per claim and one `note_success` per
+/// subscription; any other outcome is recorded alone, in its place, so a subscription's
+/// failing clock sees the outcomes in the same order as one by one.
+async fn record_all(
+    conn: &mut BatchConn<'_>,
+    attempts: &[&Attempted],
+) -> Result<Vec<Result<Recorded, ApiError>>, StoreError> {
+    let mut answers = Vec::with_capacity(attempts.len());
+    let mut rest = attempts;
+    while let Some(first) = rest.first() {
+        let run = rest.iter().take_while(|a| succeeded(a)).count();
+        if run == 0 {
+            answers.push(Ok(record(conn, first).await?));
+            rest = &rest[1..];
+        } else {
+            answers.extend(record_run(conn, &rest[..run]).await?.into_iter().map(Ok));
+            rest = &rest[run..];
+        }
+    }
+    Ok(answers)
+}
+
+/// An attempt `record_run` may write: what `record` would write for it is exactly
+/// `deliveries::record_succeeded`'s.
+fn succeeded(a: &Attempted) -> bool {
+    a.receiver == Receiver::Succeeded
+        && a.outcome.state == "succeeded"
+        && a.outcome.last_error.is_none()
+        && a.outcome.next_attempt_at.is_none()
+}
+
+async fn record_run(
+    conn: &mut BatchConn<'_>,
+    run: &[&Attempted],
+) -> Result<Vec<Recorded>, StoreError> {
+    let now = now_micros();
+    let mut claims: BTreeMap<(&str, &str, Option<i64>), Vec<&str>> = BTreeMap::new();
+    for a in run {
+        let d = &a.claimed.delivery;
+        let claim = (
+            d.project_id.as_str(),
+            a.claimed.token.as_str(),
+            a.outcome.last_status,
+        );
+        claims.entry(claim).or_default().push(d.id.as_str());
+    }
+    // (delivery, token): a delivery claimed again meanwhile may appear under both tokens,
+    // and only the claim that still held was recorded.
+    let mut kept: HashSet<(String, &str)> = HashSet::new();
+    for ((project, token, status), ids) in claims {
+        let recorded =
+            deliveries::record_succeeded(conn, project, token, status, &ids, now).await?;
+        kept.extend(recorded.into_iter().map(|id| (id, token)));
+    }
+    let mut noted = HashSet::new();
+    let mut answers = Vec::with_capacity(run.len());
+    for a in run {
+        let d = &a.claimed.delivery;
+        if !kept.contains(&(d.id.clone(), a.claimed.token.as_str())) {
+            answers.push(Recorded::Lost);
+            continue;
+        }
+        if noted.insert((d.project_id.as_str(), d.subscription_id.as_str())) {
+            subscriptions::note_success(conn, &d.project_id, &d.subscription_id).await?;
+        }
+        answers.push(Recorded::Kept);
+    }
+    Ok(answers)
 }
 
 async fn record(conn: &mut BatchConn<'_>, a: &Attempted) -> Result<Recorded, StoreError> {
