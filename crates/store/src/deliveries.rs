@@ -244,10 +244,16 @@ pub async fn record_succeeded(
         return Ok(std::collections::HashSet::new());
     }
     let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 5)).collect();
+    // SQLite's planner, without statistics, walks the project's index (every delivery
+    // the project ever had) rather than look each id up; `+` keeps it off that index.
+    let project = match conn.backend() {
+        Backend::Sqlite => "+project_id",
+        Backend::Postgres => "project_id",
+    };
     let sql = format!(
         "UPDATE webhook_deliveries SET state = 'succeeded', last_status = $1, last_error = NULL, \
          next_attempt_at = NULL, completed_at = $2, updated_at = $2, locked_until = NULL, locked_by = NULL \
-         WHERE project_id = $3 AND locked_by = $4 AND state = 'pending' AND id IN ({}) RETURNING id",
+         WHERE id IN ({}) AND {project} = $3 AND locked_by = $4 AND state = 'pending' RETURNING id",
         list.join(", ")
     );
     let mut params: Vec<Param<'_>> = vec![
