@@ -45,6 +45,31 @@ impl TestServer {
         self.sdk().wh_deliveries(&filter).await.unwrap().items
     }
 
+    /// The delivery log's succeeded deliveries (up to 100).
+    async fn succeeded(&self) -> Vec<Delivery> {
+        self.deliveries(WhDeliveries {
+            page: ListQuery {
+                limit: Some(100),
+                ..ListQuery::default()
+            },
+            ..states(&["succeeded"])
+        })
+        .await
+    }
+
+    /// The succeeded deliveries once there are at least `n` (or after `WAIT`): the
+    /// receiver sees an event before its answer is recorded.
+    async fn wait_succeeded(&self, n: usize) -> Vec<Delivery> {
+        let start = std::time::Instant::now();
+        loop {
+            let log = self.succeeded().await;
+            if log.len() >= n || start.elapsed() > WAIT {
+                return log;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until the only delivery matching `filter` satisfies `pred`. Raw: the tests
     /// check that fields which do not apply are left out (not null), which the typed
     /// `Delivery` cannot tell apart; the filters use the singular names.
@@ -338,22 +363,7 @@ both_backends!(
         assert_eq!(of_type(&events, "card_3ds")[0]["securement_id"], "s1");
 
         // The receiver sees an event before its answer is recorded: wait for the log.
-        let start = std::time::Instant::now();
-        let log = loop {
-            let log = t
-                .deliveries(WhDeliveries {
-                    page: ListQuery {
-                        limit: Some(100),
-                        ..ListQuery::default()
-                    },
-                    ..states(&["succeeded"])
-                })
-                .await;
-            if log.len() >= 7 || start.elapsed() > WAIT {
-                break log;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let log = t.wait_succeeded(7).await;
         assert_eq!(log.len(), 7);
         for d in &log {
             assert_eq!(d.attempts, 1);
@@ -392,35 +402,12 @@ both_backends_with!(
         let card_txs = |events: &[Value]| of_type(events, "card_transaction").len();
         rx.wait_until("every authorization's event", WAIT, |r| r.len() > N)
             .await;
-        let start = std::time::Instant::now();
-        let log = loop {
-            let log = t
-                .deliveries(WhDeliveries {
-                    page: ListQuery {
-                        limit: Some(100),
-                        ..ListQuery::default()
-                    },
-                    ..states(&["succeeded"])
-                })
-                .await;
-            if log.len() > N || start.elapsed() > WAIT {
-                break log;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let log = t.wait_succeeded(N + 1).await;
         assert!(log.len() > N, "{} succeeded", log.len());
         // Nothing is sent twice, even once the leases (1 s + 5 s) would have run out.
         tokio::time::sleep(Duration::from_secs(7)).await;
         assert_eq!(card_txs(&rx.delivered()), N);
-        let log = t
-            .deliveries(WhDeliveries {
-                page: ListQuery {
-                    limit: Some(100),
-                    ..ListQuery::default()
-                },
-                ..states(&["succeeded"])
-            })
-            .await;
+        let log = t.succeeded().await;
         for d in &log {
             assert_eq!((d.attempts, d.last_status), (1, Some(200)), "{d:?}");
             assert!(d.last_error.is_none(), "{d:?}");
