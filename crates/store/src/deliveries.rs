@@ -243,6 +243,8 @@ pub async fn record_succeeded(
     if ids.is_empty() {
         return Ok(std::collections::HashSet::new());
     }
+    // One variable each: a batch writer's batch (64) is far below SQLite's bound.
+    debug_assert!(ids.len() <= 1_000, "{} ids in one statement", ids.len());
     let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 5)).collect();
     // SQLite's planner, without statistics, walks the project's index (every delivery
     // the project ever had) rather than look each id up; `+` keeps it off that index.
