@@ -3,7 +3,7 @@
 //! token; the attempt's outcome is written only while that token still holds the lease,
 //! so an attempt is never recorded twice, and a crashed worker's claim simply expires.
 
-use crate::query::{find_page, Filter, Source};
+use crate::query::{find_page, placeholders, Filter, Source};
 use crate::writer::{AsBatch, BatchConn, Param, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_domain::ids::new_id;
@@ -145,8 +145,10 @@ pub async fn claim_due(
     let skip_sql = if skip.is_empty() {
         String::new()
     } else {
-        let ps: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 5)).collect();
-        format!(" AND subscription_id NOT IN ({})", ps.join(", "))
+        format!(
+            " AND subscription_id NOT IN ({})",
+            placeholders(5, skip.len())
+        )
     };
     let sql = format!(
         "UPDATE webhook_deliveries SET locked_until = $1, locked_by = $2, attempts = attempts + 1, \
@@ -245,7 +247,6 @@ pub async fn record_succeeded(
     }
     // One variable each: a batch writer's batch (64) is far below SQLite's bound.
     debug_assert!(ids.len() <= 1_000, "{} ids in one statement", ids.len());
-    let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 5)).collect();
     // SQLite's planner, without statistics, walks the project's index (every delivery
     // the project ever had) rather than look each id up; `+` keeps it off that index.
     let project = match conn.backend() {
@@ -256,7 +257,7 @@ pub async fn record_succeeded(
         "UPDATE webhook_deliveries SET state = 'succeeded', last_status = $1, last_error = NULL, \
          next_attempt_at = NULL, completed_at = $2, updated_at = $2, locked_until = NULL, locked_by = NULL \
          WHERE id IN ({}) AND {project} = $3 AND locked_by = $4 AND state = 'pending' RETURNING id",
-        list.join(", ")
+        placeholders(5, ids.len())
     );
     let mut params: Vec<Param<'_>> = vec![
         last_status.into(),

@@ -270,6 +270,14 @@ pub fn rows_of_list(
 
 /// `sql` with every `$N` outside quotes made `$(N + by)`, to follow `by` parameters of
 /// the statement it joins.
+/// `n` placeholders numbered from `first`, comma-separated: `$5, $6, $7`.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(crate) fn shifted(sql: &str, by: usize) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut quoted = false;
@@ -375,8 +383,7 @@ impl Inserts {
         if let BatchConn::Sqlite(_) = conn {
             for (head, rows) in &self.tables {
                 let width = rows.first().map_or(0, Vec::len);
-                let places: Vec<String> = (1..=width).map(|i| format!("${i}")).collect();
-                let sql = format!("{head} VALUES ({})", places.join(", "));
+                let sql = format!("{head} VALUES ({})", placeholders(1, width));
                 for row in rows {
                     let params: Vec<Param<'_>> = row.iter().map(Param::from).collect();
                     conn.execute(&sql, &params).await?;
@@ -456,7 +463,13 @@ impl Inserts {
 
 #[cfg(test)]
 mod tests {
-    use super::shifted;
+    use super::{placeholders, shifted};
+
+    #[test]
+    fn placeholders_count_from_their_first() {
+        assert_eq!(placeholders(5, 3), "$5, $6, $7");
+        assert_eq!(placeholders(1, 1), "$1");
+    }
 
     #[test]
     fn placeholders_shift_outside_quotes() {

@@ -7,6 +7,7 @@
 //! index, so a caller can keep each transaction (and on SQLite the write lock) short
 //! and work through a backlog batch by batch.
 
+use crate::query::placeholders;
 use crate::{Conn, StoreError};
 use sqlx::Row;
 
@@ -97,11 +98,10 @@ async fn delete_events_without_deliveries(
     if ids.is_empty() {
         return Ok(0);
     }
-    let params: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
     let sql = format!(
         "DELETE FROM events WHERE id IN ({}) AND NOT EXISTS \
          (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = events.id)",
-        params.join(", ")
+        placeholders(1, ids.len())
     );
     let mut q = sqlx::query(&sql);
     for id in ids {
