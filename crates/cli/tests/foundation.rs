@@ -421,6 +421,58 @@ both_backends!(users_create_get_and_errors, |t: TestServer| async move {
     .await;
 });
 
+// Users are created in batches (one statement per batch): copies of one external id
+// asked for at once must still make one user, every other copy answering the conflict,
+// and a batch's distinct users must all be made.
+both_backends!(
+    users_created_at_once_are_each_made_once,
+    |t: TestServer| async move {
+        t.ok("users/create", json!({"external_user_id": "dup-0"}))
+            .await;
+        let t = std::sync::Arc::new(t);
+        let mut asks = Vec::new();
+        for _ in 0..5 {
+            asks.extend((0..8).map(|i| format!("dup-{i}")));
+        }
+        asks.extend((0..16).map(|i| format!("one-{i}")));
+        let mut calls = Vec::new();
+        for ext in asks {
+            let t = t.clone();
+            calls.push(tokio::spawn(async move {
+                let (status, v) = t
+                    .call("users/create", json!({"external_user_id": ext}))
+                    .await;
+                (ext, status, v)
+            }));
+        }
+        let mut made: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        let mut refused = 0;
+        for call in calls {
+            let (ext, status, v) = call.await.unwrap();
+            match status {
+                200 => made
+                    .entry(ext)
+                    .or_default()
+                    .push(v["user_id"].as_str().unwrap().to_owned()),
+                409 => {
+                    assert_eq!(v["error_slug"], "user_already_exists", "{ext}: {v}");
+                    refused += 1;
+                }
+                other => panic!("{ext}: {other} {v}"),
+            }
+        }
+        // dup-0 existed before: all five copies refused; dup-1..7 made once each.
+        assert_eq!(made.len(), 7 + 16, "{made:?}");
+        assert!(!made.contains_key("dup-0"), "{made:?}");
+        assert!(made.values().all(|ids| ids.len() == 1), "{made:?}");
+        assert_eq!(refused, 5 + 7 * 4);
+        for (ext, ids) in &made {
+            let got = t.ok("users/get", json!({"external_user_id": ext})).await;
+            assert_eq!(got["user_id"], json!(ids[0]), "{ext}");
+        }
+    }
+);
+
 both_backends!(
     users_find_filters_sorting_and_paging,
     |t: TestServer| async move {

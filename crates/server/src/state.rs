@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub master_writer: crate::flows::master_writer::MasterWriter,
     /// The authorizations' writer (`network/auth_writer.rs`).
     pub auth_writer: crate::network::auth_writer::AuthWriter,
+    /// The writer of users/create (`flows/user_writer.rs`).
+    pub user_writer: crate::flows::user_writer::UserWriter,
     /// Group commit for decision webhook answers: each changes one authorization.
     pub decisions: GroupCommit,
     /// The writer of webhook attempt outcomes (`workers/outcomes.rs`).

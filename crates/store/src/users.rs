@@ -1,6 +1,7 @@
 //! Users: the project's end customers, unique per (project, external_user_id).
 
-use crate::query::{find_page, Filter, Source};
+use crate::query::{find_page, placeholders, Filter, Source};
+use crate::writer::{BatchConn, Param, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
@@ -50,6 +51,48 @@ pub async fn insert(conn: &mut Conn, u: &UserRecord) -> Result<(), StoreError> {
     .await
     .map_err(StoreError::from_write)?;
     Ok(())
+}
+
+/// Columns of a user row, in the order `insert_many` binds them.
+const COLUMNS: usize = 5;
+
+/// Inserts `users` in one statement, skipping any whose external id is taken in its
+/// project (by a row before, or by an earlier one of `users`); answers the ids inserted.
+/// Any other failure (a taken id) fails the statement: nothing is inserted.
+pub async fn insert_many(
+    conn: &mut BatchConn<'_>,
+    users: &[&UserRecord],
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    if users.is_empty() {
+        return Ok(std::collections::HashSet::new());
+    }
+    // Five variables a user: a batch writer's batch (64) is far below SQLite's bound.
+    debug_assert!(
+        users.len() <= 1_000,
+        "{} users in one statement",
+        users.len()
+    );
+    let rows: Vec<String> = (0..users.len())
+        .map(|i| format!("({})", placeholders(i * COLUMNS + 1, COLUMNS)))
+        .collect();
+    let sql = format!(
+        "INSERT INTO users (id, project_id, external_user_id, created_at, updated_at) VALUES {} \
+         ON CONFLICT (project_id, external_user_id) DO NOTHING RETURNING id",
+        rows.join(", ")
+    );
+    let mut params: Vec<Param<'_>> = Vec::with_capacity(users.len() * COLUMNS);
+    for u in users {
+        params.extend([
+            Param::from(u.id.as_str()),
+            u.project_id.as_str().into(),
+            u.external_user_id.as_str().into(),
+            u.created_at.into(),
+            u.updated_at.into(),
+        ]);
+    }
+    debug_assert_eq!(params.len(), users.len() * COLUMNS);
+    let inserted = conn.rows(&sql, &params).await?;
+    inserted.iter().map(|r| r.text("id")).collect()
 }
 
 pub async fn get_by_external_id(

@@ -10,6 +10,7 @@ pub(crate) mod money;
 pub(crate) mod status;
 pub(crate) mod threeds;
 pub(crate) mod topup;
+pub(crate) mod user_writer;
 
 use issuing_store::{cards, users, Conn};
 use issuing_wire::{ApiError, ErrorSlug};

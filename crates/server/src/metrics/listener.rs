@@ -46,6 +46,7 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
     let writers = [
         ("master_moves", state.master_writer.stats()),
         ("authorizations", state.auth_writer.stats()),
+        ("users", state.user_writer.stats()),
         ("decisions", state.decisions.stats()),
         ("webhook_outcomes", state.webhook_outcomes.stats()),
     ];

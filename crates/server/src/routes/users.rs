@@ -6,7 +6,6 @@ use issuing_domain::ids::new_id;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::user::ExternalUserId;
 use issuing_store::users::{self, UserFilter, UserRecord, SORT_KEYS};
-use issuing_store::StoreError;
 use issuing_wire::api::{Page, User, UsersCreate, UsersGet};
 use issuing_wire::{Amount, ApiError, ErrorSlug, PageRequest};
 
@@ -38,15 +37,7 @@ pub(crate) async fn create(
         created_at: now,
         updated_at: now,
     };
-    let mut conn = state.store.conn().await?;
-    users::insert(&mut conn, &record)
-        .await
-        .map_err(|e| match e {
-            StoreError::Conflict => {
-                ApiError::new(ErrorSlug::UserAlreadyExists, "User already exists")
-            }
-            other => other.into(),
-        })?;
+    state.user_writer.create(record.clone()).await?;
     Ok(reply(user_view(record)))
 }
 
