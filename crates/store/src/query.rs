@@ -268,8 +268,6 @@ pub fn rows_of_list(
     }
 }
 
-/// `sql` with every `$N` outside quotes made `$(N + by)`, to follow `by` parameters of
-/// the statement it joins.
 /// `n` placeholders numbered from `first`, comma-separated: `$5, $6, $7`.
 pub(crate) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
@@ -278,6 +276,8 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `sql` with every `$N` outside quotes made `$(N + by)`, to follow `by` parameters of
+/// the statement it joins.
 pub(crate) fn shifted(sql: &str, by: usize) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut quoted = false;
