@@ -1,7 +1,8 @@
 //! The loop every batch writer shares (docs/money.md, "One writer per hot account"):
 //! the master balance's writer (`flows/master_writer.rs`), the authorizations' writer
 //! (`network/auth_writer.rs`), the webhook outcomes' (`workers/outcomes.rs`), the
-//! users' (`flows/user_writer.rs`) and the sandbox provider's books (`provider/sandbox.rs`).
+//! users' (`flows/user_writer.rs`), the issued cards' (`workers/issued.rs`) and the
+//! sandbox provider's books (`provider/sandbox.rs`).
 //!
 //! Callers queue items for a writer; a writer applies up to `MAX_BATCH` items in one
 //! transaction (`apply`): a batch takes every item that arrives until its transaction

@@ -142,6 +142,7 @@ pub async fn start(
         replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
         auth_writer,
         user_writer: crate::flows::user_writer::UserWriter::start(store.clone()),
+        issue_writer: crate::workers::issued::IssueWriter::start(store.clone()),
         decisions: GroupCommit::start(store.clone(), "decisions"),
         webhook_outcomes: crate::workers::outcomes::OutcomeWriter::start(store.clone()),
         decision_http,

@@ -53,6 +53,9 @@ pub(crate) struct Shared {
     pub auth_writer: crate::network::auth_writer::AuthWriter,
     /// The writer of users/create (`flows/user_writer.rs`).
     pub user_writer: crate::flows::user_writer::UserWriter,
+    /// The writer of issue orders' steps once the provider made the card
+    /// (`workers/issued.rs`).
+    pub issue_writer: crate::workers::issued::IssueWriter,
     /// Group commit for decision webhook answers: each changes one authorization.
     pub decisions: GroupCommit,
     /// The writer of webhook attempt outcomes (`workers/outcomes.rs`).

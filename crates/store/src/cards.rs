@@ -407,6 +407,7 @@ pub async fn set_limits(
 }
 
 /// Records the provider's card on the issue order's success.
+#[derive(Clone, Copy)]
 pub struct Issued<'a> {
     pub provider_card_id: &'a str,
     pub label: &'a str,
@@ -417,28 +418,30 @@ pub struct Issued<'a> {
     pub now: i64,
 }
 
-pub async fn mark_issued(
-    conn: &mut Conn,
-    project_id: &str,
-    card_id: &str,
-    i: &Issued<'_>,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE cards SET status = 'active', provider_card_id = $1, label = $2, secrets_enc = $3, \
-         expiry_month = $4, expiry_year = $5, issued_at = $6, activated_at = $6, updated_at = $6 \
-         WHERE project_id = $7 AND id = $8",
+/// Records the provider's cards (each by project and card id), as a part of a batch's
+/// statement (`BatchConn::together`): one `UPDATE … RETURNING id` per card.
+pub fn issued_part<'a>(issued: &[(&'a str, &'a str, Issued<'a>)]) -> Part<'a> {
+    let sql = "UPDATE cards SET status = 'active', provider_card_id = $1, label = $2, \
+               secrets_enc = $3, expiry_month = $4, expiry_year = $5, issued_at = $6, \
+               activated_at = $6, updated_at = $6 WHERE project_id = $7 AND id = $8 RETURNING id";
+    Part::Writes(
+        issued
+            .iter()
+            .map(|(project_id, card_id, i)| {
+                let params = vec![
+                    i.provider_card_id.into(),
+                    i.label.into(),
+                    i.secrets_enc.into(),
+                    i.expiry_month.into(),
+                    i.expiry_year.into(),
+                    i.now.into(),
+                    (*project_id).into(),
+                    (*card_id).into(),
+                ];
+                (sql.to_owned(), params)
+            })
+            .collect(),
     )
-    .bind(i.provider_card_id)
-    .bind(i.label)
-    .bind(i.secrets_enc)
-    .bind(i.expiry_month)
-    .bind(i.expiry_year)
-    .bind(i.now)
-    .bind(project_id)
-    .bind(card_id)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
 }
 
 /// The card a provider knows by its own id (an ASA request or an event names only that);

@@ -160,32 +160,47 @@ pub async fn save_step(
     save_step_on(&mut conn.as_batch(), o, worker_id, lease).await
 }
 
-/// The orders' data as text, for `release_part` to bind.
-pub fn release_datas(saves: &[(&OrderRecord, &str)]) -> Vec<String> {
-    saves.iter().map(|(o, _)| o.data.to_string()).collect()
+/// An order's step as its worker saves it, with what becomes of the lease: many are
+/// saved together by `steps_part`, each as `save_step` saves one.
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    pub order: &'a OrderRecord,
+    pub worker: &'a str,
+    pub lease: Lease,
 }
 
-/// Saves many orders as `save_step` with `Lease::Release` saves one, each fenced on its
-/// worker's lease, as a part of a batch's statement (`BatchConn::together`): one
-/// `UPDATE … RETURNING id` per order, each found by its key (a generic plan of one
-/// `UPDATE … FROM` a list may walk the project's orders). `datas` is
-/// `release_datas(saves)`; `released` says which were saved.
-pub fn release_part<'a>(saves: &[(&'a OrderRecord, &'a str)], datas: &'a [String]) -> Part<'a> {
+/// The orders' data as text, for `steps_part` to bind.
+pub fn step_datas(steps: &[Step<'_>]) -> Vec<String> {
+    steps.iter().map(|s| s.order.data.to_string()).collect()
+}
+
+/// Saves many orders' steps, each fenced on its worker's lease as `save_step` is, as a
+/// part of a batch's statement (`BatchConn::together`): one `UPDATE … RETURNING id` per
+/// order, each found by its key (a generic plan of one `UPDATE … FROM` a list may walk
+/// the project's orders). `datas` is `step_datas(steps)`; `saved` says which were saved.
+pub fn steps_part<'a>(steps: &[Step<'a>], datas: &'a [String]) -> Part<'a> {
     let sql = "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, \
                last_error_slug = $4, data = $5, issue_status = $6, topup_status = $7, \
                is_issued = $8, provider_card_status = $9, attempts = $10, next_attempt_at = $11, \
-               updated_at = $12, completed_at = $13, failed_at = $14, locked_until = NULL, \
-               locked_by = NULL WHERE id = $15 AND project_id = $16 AND locked_by = $17 RETURNING id";
+               updated_at = $12, completed_at = $13, failed_at = $14, locked_until = $15, \
+               locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19 RETURNING id";
     Part::Writes(
-        saves
+        steps
             .iter()
             .zip(datas)
-            .map(|((o, worker), data)| {
+            .map(|(step, data)| {
+                let o = step.order;
+                let (locked_until, locked_by) = match step.lease {
+                    Lease::Renew { until } => (Some(until), Some(step.worker)),
+                    Lease::Release => (None, None),
+                };
                 let mut params = saved_columns(o, data);
                 params.extend([
-                    Param::from(o.id.as_str()),
+                    Param::from(locked_until),
+                    locked_by.into(),
+                    o.id.as_str().into(),
                     o.project_id.as_str().into(),
-                    (*worker).into(),
+                    step.worker.into(),
                 ]);
                 (sql.to_owned(), params)
             })
@@ -193,16 +208,13 @@ pub fn release_part<'a>(saves: &[(&'a OrderRecord, &'a str)], datas: &'a [String
     )
 }
 
-/// Which of `saves` were saved, from the rows of their `release_part`.
-pub fn released(
-    saves: &[(&OrderRecord, &str)],
-    rows: &[crate::writer::Row],
-) -> Result<Vec<bool>, StoreError> {
+/// Which of `steps` were saved, from the rows of their `steps_part`.
+pub fn saved(steps: &[Step<'_>], rows: &[crate::writer::Row]) -> Result<Vec<bool>, StoreError> {
     let saved: std::collections::HashSet<String> = rows
         .iter()
         .map(|r| r.text("id"))
         .collect::<Result<_, _>>()?;
-    Ok(saves.iter().map(|(o, _)| saved.contains(&o.id)).collect())
+    Ok(steps.iter().map(|s| saved.contains(&s.order.id)).collect())
 }
 
 /// The columns a saved step writes, in the order of the saves' statements (`data` is

@@ -190,7 +190,7 @@ pub(crate) struct Confirmations<'i> {
     /// Each confirmation's place in the batch, its order's save (order, worker), its
     /// transfers, and its order's data as text; in the same order.
     places: Vec<usize>,
-    saves: Vec<(&'i OrderRecord, &'i str)>,
+    saves: Vec<orders::Step<'i>>,
     plans: Vec<Vec<Planned>>,
     datas: Vec<String>,
 }
@@ -237,13 +237,17 @@ impl<'i> Confirmations<'i> {
                 transfer,
             }]);
         }
-        let saves: Vec<(&OrderRecord, &str)> = found
+        let saves: Vec<orders::Step<'_>> = found
             .iter()
-            .map(|(_, c)| (&c.order, c.worker.as_str()))
+            .map(|(_, c)| orders::Step {
+                order: &c.order,
+                worker: c.worker.as_str(),
+                lease: orders::Lease::Release,
+            })
             .collect();
         Ok(Confirmations {
             places: found.into_iter().map(|(i, _)| i).collect(),
-            datas: orders::release_datas(&saves),
+            datas: orders::step_datas(&saves),
             saves,
             plans,
         })
@@ -257,24 +261,24 @@ impl<'i> Confirmations<'i> {
     /// The orders' saves, completed and their leases released, as a part of the
     /// batch's statement.
     pub(crate) fn saves(&self) -> Part<'_> {
-        orders::release_part(&self.saves, &self.datas)
+        orders::steps_part(&self.saves, &self.datas)
     }
 
     /// Each confirmation by place: its transfers if its order was saved (`rows`: of
     /// `saves`), else `LeaseLost` (it moves nothing).
     pub(crate) fn saved(self, rows: &[Row]) -> Result<Vec<(usize, PlanOrLost)>, StoreError> {
-        let saved = orders::released(&self.saves, rows)?;
+        let saved = orders::saved(&self.saves, rows)?;
         Ok(self
             .places
             .into_iter()
             .zip(self.saves)
             .zip(self.plans)
             .zip(saved)
-            .map(|(((i, (order, _)), plan), saved)| {
+            .map(|(((i, step), plan), saved)| {
                 if saved {
                     (i, Ok(plan))
                 } else {
-                    let lost = StoreError::LeaseLost(order.id.clone());
+                    let lost = StoreError::LeaseLost(step.order.id.clone());
                     (i, Err(ApiError::from(lost)))
                 }
             })

@@ -47,6 +47,7 @@ async fn scrape(State(state): State<AppState>) -> impl IntoResponse {
         ("master_moves", state.master_writer.stats()),
         ("authorizations", state.auth_writer.stats()),
         ("users", state.user_writer.stats()),
+        ("card_issues", state.issue_writer.stats()),
         ("decisions", state.decisions.stats()),
         ("webhook_outcomes", state.webhook_outcomes.stats()),
     ];

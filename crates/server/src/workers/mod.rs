@@ -5,6 +5,7 @@ pub(crate) mod chain;
 pub(crate) mod cleanup;
 pub(crate) mod deliveries;
 pub(crate) mod holds;
+pub(crate) mod issued;
 pub(crate) mod orders;
 pub(crate) mod outcomes;
 pub(crate) mod wakeup;

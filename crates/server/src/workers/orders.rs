@@ -8,6 +8,7 @@
 //! the other processes); polling only covers retries and lost wake-ups.
 
 use super::born;
+use super::issued::IssuedCard;
 use crate::flows::money::{self, Acct};
 use crate::provider::{bounded, CreateCard, ProviderError};
 use crate::state::AppState;
@@ -345,23 +346,23 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
                         } else {
                             renew()
                         };
-                        let mut tx = state.store.begin().await?;
-                        cards::mark_issued(
-                            &mut tx,
-                            &project_id,
-                            &card_id,
-                            &cards::Issued {
-                                provider_card_id: &issued.provider_card_id,
-                                label: &issued.label,
-                                secrets_enc: sealed.as_deref(),
+                        // With the other workers' issues, in one transaction.
+                        state
+                            .issue_writer
+                            .save(IssuedCard {
+                                order: order.clone(),
+                                worker: worker.to_owned(),
+                                lease,
+                                card_id: card_id.clone(),
+                                provider_card_id: issued.provider_card_id,
+                                label: issued.label,
+                                secrets_enc: sealed,
                                 expiry_month: issued.expiry_month,
                                 expiry_year: issued.expiry_year,
                                 now,
-                            },
-                        )
-                        .await?;
-                        orders::save_step(&mut tx, &order, worker, lease).await?;
-                        tx.commit().await?;
+                            })
+                            .await
+                            .map_err(|e| StoreError::Batch(e.message))?;
                         if complete {
                             return Ok(());
                         }
