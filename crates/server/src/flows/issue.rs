@@ -249,6 +249,7 @@ async fn checked(
         order,
         issue_fee: product.pricing.issue_fee,
         initial,
+        holder_name: kyc::holder_name(state, &holder),
     })
 }
 
@@ -260,6 +261,9 @@ pub(crate) struct IssueMove {
     pub issue_fee: Amount,
     /// The initial top-up's amount and fee.
     pub initial: Option<(Amount, Amount)>,
+    /// The cardholder's name for the provider, handed to the order's worker with the
+    /// card (`workers/born.rs`).
+    pub holder_name: String,
 }
 
 impl IssueMove {

@@ -120,6 +120,13 @@ pub(crate) fn read(state: &AppState, holder: &CardholderRecord) -> Option<KycDat
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The cardholder's name as the card provider gets it ("" without KYC data).
+pub(crate) fn holder_name(state: &AppState, holder: &CardholderRecord) -> String {
+    read(state, holder)
+        .map(|k| format!("{} {}", k.first_name, k.last_name))
+        .unwrap_or_default()
+}
+
 /// Whether a cardholder with these statuses may get cards.
 pub(crate) fn is_ready(registration_status: &str, kyc_status: &str) -> bool {
     registration_status == RegistrationStatus::Active.as_str()

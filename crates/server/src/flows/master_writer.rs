@@ -31,7 +31,7 @@
 
 use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use crate::pipeline::idempotency::{conflict, IdempotencyToken};
-use crate::workers::born::{Born, Place};
+use crate::workers::born::{Born, IssueFacts, Place};
 use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::group_commit::Stats;
@@ -150,6 +150,8 @@ pub(crate) struct Handoff {
     order: OrderRecord,
     /// The end of its lease.
     until: i64,
+    /// A card issue's card and holder name, so its worker reads neither.
+    issue: Option<Box<IssueFacts>>,
 }
 
 /// The handle to the writers. Cloning shares them.
@@ -194,7 +196,7 @@ impl MasterWriter {
         match self.0.submit(&project, Item::Move(m)).await? {
             Written::Move(answer, handoff) => {
                 if let Some(h) = handoff {
-                    h.place.hand_over(h.order, h.until);
+                    h.place.hand_over(h.order, h.until, h.issue);
                 }
                 Ok(answer)
             }
@@ -515,7 +517,14 @@ async fn apply_project(
             Some(place) => {
                 order.attempts += 1;
                 leased.push(order);
-                places.push((*i, place));
+                let facts = match moves[*i].map(|m| &m.kind) {
+                    Some(Kind::Issue(issue)) => Some(Box::new(IssueFacts {
+                        card: issue.card.clone(),
+                        holder_name: issue.holder_name.clone(),
+                    })),
+                    _ => None,
+                };
+                places.push((*i, place, facts));
             }
             None => claimable.push(order),
         }
@@ -547,11 +556,12 @@ async fn apply_project(
     let mut handoffs: HashMap<usize, Box<Handoff>> = places
         .into_iter()
         .zip(leased)
-        .map(|((i, place), order)| {
+        .map(|((i, place, issue), order)| {
             let handoff = Handoff {
                 place,
                 order,
                 until: lease_until,
+                issue,
             };
             (i, Box::new(handoff))
         })

@@ -12,11 +12,14 @@
 //! - The hand-over follows the commit: a worker never acts on an order that might not
 //!   exist. Were the hand-over lost (the request that made the order gone before its
 //!   answer), the order waits out its lease and is claimed like a crashed worker's.
+//! - A card issue comes with its card and its holder's name from the batch that made it,
+//!   so its worker reads neither before calling the provider (a claimed one reads them).
 //! - An order that waited here until its lease could no longer cover a provider call is
 //!   not started but handed back, due at once (`workers/orders.rs`): a claim then leases
 //!   it afresh, as a worker must never run a step on a lease that may expire under it.
 
 use issuing_domain::ids::new_id;
+use issuing_store::cards::CardRecord;
 use issuing_store::orders::OrderRecord;
 use tokio::sync::{mpsc, Mutex};
 
@@ -30,6 +33,24 @@ const QUEUE: usize = 512;
 pub(crate) struct Leased {
     pub order: OrderRecord,
     pub until: i64,
+    /// For a card issue, what its creating batch knew: its worker then reads nothing
+    /// before calling the provider.
+    pub issue: Option<Box<IssueFacts>>,
+}
+
+/// A new card as its issue request made it, and its cardholder's name for the provider.
+pub(crate) struct IssueFacts {
+    pub card: CardRecord,
+    pub holder_name: String,
+}
+
+impl std::fmt::Debug for IssueFacts {
+    // The name is personal data: kept out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssueFacts")
+            .field("card", &self.card)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The queue of orders born leased to this process.
@@ -48,8 +69,12 @@ pub(crate) struct Place(mpsc::OwnedPermit<Leased>);
 
 impl Place {
     /// Queues the committed order, leased until `until`, for this process's workers.
-    pub(crate) fn hand_over(self, order: OrderRecord, until: i64) {
-        self.0.send(Leased { order, until });
+    pub(crate) fn hand_over(self, order: OrderRecord, until: i64, issue: Option<Box<IssueFacts>>) {
+        self.0.send(Leased {
+            order,
+            until,
+            issue,
+        });
     }
 }
 
@@ -123,8 +148,8 @@ mod tests {
         let born = Born::default();
         let (a, b, c) = (born.reserve(), born.reserve(), born.reserve());
         assert!(born.take_waiting(16).is_empty(), "a place is not an order");
-        a.unwrap().hand_over(order("ord_a"), 10);
-        b.unwrap().hand_over(order("ord_b"), 20);
+        a.unwrap().hand_over(order("ord_a"), 10, None);
+        b.unwrap().hand_over(order("ord_b"), 20, None);
         drop(c);
         let taken = born.take_waiting(1);
         assert_eq!(taken.len(), 1, "at most what was asked");

@@ -7,7 +7,7 @@
 //! again. New orders wake the workers at once (in-process notify; PostgreSQL NOTIFY for
 //! the other processes); polling only covers retries and lost wake-ups.
 
-use super::born;
+use super::born::{self, IssueFacts};
 use super::issued::IssuedCard;
 use crate::flows::money::{self, Acct};
 use crate::provider::{bounded, CreateCard, ProviderError};
@@ -15,6 +15,7 @@ use crate::state::AppState;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
+use issuing_store::cards::CardRecord;
 use issuing_store::orders::{self, Lease, OrderRecord};
 use issuing_store::{cardholders, cards, StoreError};
 use issuing_wire::{Amount, ErrorSlug};
@@ -65,7 +66,7 @@ pub(crate) async fn run(
         let born = fresh(&state, state.born.take_waiting(BORN_BATCH)).await;
         let (orders, holder) = if born.is_empty() {
             match claim(&state, &worker_id).await {
-                Ok(claimed) => (claimed, &worker_id),
+                Ok(claimed) => (claimed.into_iter().map(Job::claimed).collect(), &worker_id),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not claim an order");
                     (Vec::new(), &worker_id)
@@ -114,13 +115,13 @@ enum Stop {
 async fn work(
     state: &AppState,
     holder: &str,
-    orders: Vec<OrderRecord>,
+    orders: Vec<Job>,
     hand_back: &mut watch::Receiver<bool>,
 ) -> Stop {
-    let ids: Vec<String> = orders.iter().map(|o| o.id.clone()).collect();
-    let work = futures::future::join_all(orders.into_iter().map(|order| async move {
-        let id = order.id.clone();
-        if let Err(e) = process(state, holder, order).await {
+    let ids: Vec<String> = orders.iter().map(|j| j.order.id.clone()).collect();
+    let work = futures::future::join_all(orders.into_iter().map(|job| async move {
+        let id = job.order.id.clone();
+        if let Err(e) = process(state, holder, job).await {
             // The lease expires and the order is retried from its saved step.
             tracing::error!(order_id = %id, error = %e, "order step failed; will retry");
         }
@@ -155,12 +156,15 @@ async fn release_born(state: &AppState) {
 /// The born orders whose lease still covers a provider call: a step must never run on a
 /// lease that may run out under it. The others waited too long in the queue and are
 /// handed back, due at once for a claim with a fresh lease.
-async fn fresh(state: &AppState, born: Vec<born::Leased>) -> Vec<OrderRecord> {
+async fn fresh(state: &AppState, born: Vec<born::Leased>) -> Vec<Job> {
     let enough = now_micros() + micros(crate::provider::PROVIDER_TIMEOUT);
     let mut fresh = Vec::with_capacity(born.len());
     for leased in born {
         if leased.until > enough {
-            fresh.push(leased.order);
+            fresh.push(Job {
+                order: leased.order,
+                issue: leased.issue,
+            });
         } else {
             let why = "its lease ran low while it waited in the queue";
             release(state, &leased.order.id, state.born.worker_id(), why).await;
@@ -206,9 +210,26 @@ async fn claim(state: &AppState, worker_id: &str) -> Result<Vec<OrderRecord>, St
     Ok(claimed)
 }
 
-async fn process(state: &AppState, worker: &str, order: OrderRecord) -> Result<(), StoreError> {
+/// An order to work on, with what its creating batch knew of it (only an order born
+/// leased here comes with that).
+struct Job {
+    order: OrderRecord,
+    issue: Option<Box<IssueFacts>>,
+}
+
+impl Job {
+    fn claimed(order: OrderRecord) -> Job {
+        Job { order, issue: None }
+    }
+}
+
+async fn process(state: &AppState, worker: &str, job: Job) -> Result<(), StoreError> {
+    let Job {
+        order,
+        issue: facts,
+    } = job;
     match order.order_type.as_str() {
-        "card_issue" => issue(state, worker, order).await,
+        "card_issue" => issue(state, worker, order, facts).await,
         "card_topup" => topup(state, worker, order).await,
         "card_withdraw" => withdraw(state, worker, order).await,
         other => {
@@ -284,7 +305,12 @@ fn amount_in(data: &serde_json::Value, path: &[&str]) -> Amount {
         .unwrap_or(Amount::ZERO)
 }
 
-async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn issue(
+    state: &AppState,
+    worker: &str,
+    mut order: OrderRecord,
+    mut facts: Option<Box<IssueFacts>>,
+) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()
@@ -299,18 +325,10 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
         {
             "card_create_pending" => {
                 order.status = "processing".into();
-                let card = {
-                    let mut conn = state.store.conn().await?;
-                    cards::get(&mut conn, &project_id, &card_id).await?
-                }
-                .ok_or(StoreError::NotFound("card"))?;
-                let holder_name = {
-                    let mut conn = state.store.conn().await?;
-                    cardholders::get(&mut conn, &project_id, &card.cardholder_id).await?
-                }
-                .and_then(|h| crate::flows::kyc::read(state, &h))
-                .map(|k| format!("{} {}", k.first_name, k.last_name))
-                .unwrap_or_default();
+                let (card, holder_name) = match facts.take() {
+                    Some(facts) => (facts.card, facts.holder_name),
+                    None => read_issue(state, &project_id, &card_id).await?,
+                };
                 let provider = state.providers.get(&card.subprovider_code);
                 let result = bounded(provider.create_card(CreateCard {
                     idempotency_key: &order.id,
@@ -426,6 +444,24 @@ async fn issue(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
             _ => return park(state, worker, order).await,
         }
     }
+}
+
+/// The card an issue order makes, and its cardholder's name for the provider, as
+/// stored (for an order its creating batch did not hand over: `born.rs`).
+async fn read_issue(
+    state: &AppState,
+    project_id: &str,
+    card_id: &str,
+) -> Result<(CardRecord, String), StoreError> {
+    let mut conn = state.store.conn().await?;
+    let card = cards::get(&mut conn, project_id, card_id)
+        .await?
+        .ok_or(StoreError::NotFound("card"))?;
+    let holder_name = cardholders::get(&mut conn, project_id, &card.cardholder_id)
+        .await?
+        .map(|h| crate::flows::kyc::holder_name(state, &h))
+        .unwrap_or_default();
+    Ok((card, holder_name))
 }
 
 /// The card's subprovider and the provider's id of the card.
