@@ -19,7 +19,7 @@ use issuing_domain::time::now_micros;
 use issuing_store::cards::CardRecord;
 use issuing_store::ledger_batch::Planned;
 use issuing_store::orders::OrderRecord;
-use issuing_store::{cardholders, users, StoreError};
+use issuing_store::{cardholders, StoreError};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -146,10 +146,9 @@ async fn checked(
     initial_topup: Option<Amount>,
     now: i64,
 ) -> Result<IssueMove, ApiError> {
+    // The cardholder names its user (a foreign key), so the user needs no read of its own:
+    // without a user there is no cardholder, and both answer `cardholder_not_found`.
     let mut conn = state.store.conn().await?;
-    let user = users::get_by_external_id(&mut conn, project_id, external_user_id)
-        .await?
-        .ok_or_else(cardholder_missing)?;
     let holder = cardholders::get_for_user(
         &mut conn,
         project_id,
@@ -191,7 +190,7 @@ async fn checked(
     let card = CardRecord {
         id: card_id.clone(),
         project_id: project_id.to_owned(),
-        user_id: user.id.clone(),
+        user_id: holder.user_id.clone(),
         external_user_id: external_user_id.to_owned(),
         cardholder_id: holder.id.clone(),
         product_code: product.code.clone(),
