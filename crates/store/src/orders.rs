@@ -179,33 +179,40 @@ pub fn step_datas(steps: &[Step<'_>]) -> Vec<String> {
 /// order, each found by its key (a generic plan of one `UPDATE … FROM` a list may walk
 /// the project's orders). `datas` is `step_datas(steps)`; `saved` says which were saved.
 pub fn steps_part<'a>(steps: &[Step<'a>], datas: &'a [String]) -> Part<'a> {
-    let sql = "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, \
-               last_error_slug = $4, data = $5, issue_status = $6, topup_status = $7, \
-               is_issued = $8, provider_card_status = $9, attempts = $10, next_attempt_at = $11, \
-               updated_at = $12, completed_at = $13, failed_at = $14, locked_until = $15, \
-               locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19 RETURNING id";
+    let sql = format!("{SAVE_STEP} RETURNING id");
     Part::Writes(
         steps
             .iter()
             .zip(datas)
-            .map(|(step, data)| {
-                let o = step.order;
-                let (locked_until, locked_by) = match step.lease {
-                    Lease::Renew { until } => (Some(until), Some(step.worker)),
-                    Lease::Release => (None, None),
-                };
-                let mut params = saved_columns(o, data);
-                params.extend([
-                    Param::from(locked_until),
-                    locked_by.into(),
-                    o.id.as_str().into(),
-                    o.project_id.as_str().into(),
-                    step.worker.into(),
-                ]);
-                (sql.to_owned(), params)
-            })
+            .map(|(step, data)| (sql.clone(), step_params(step, data)))
             .collect(),
     )
+}
+
+/// Writes every mutable field of an order and its lease, fenced on the worker's lease:
+/// `step_params` binds it.
+const SAVE_STEP: &str = "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, \
+    last_error_slug = $4, data = $5, issue_status = $6, topup_status = $7, is_issued = $8, \
+    provider_card_status = $9, attempts = $10, next_attempt_at = $11, updated_at = $12, \
+    completed_at = $13, failed_at = $14, locked_until = $15, locked_by = $16 \
+    WHERE id = $17 AND project_id = $18 AND locked_by = $19";
+
+/// `SAVE_STEP`'s parameters for `step` (`data` is its order's data as text).
+fn step_params<'a>(step: &Step<'a>, data: &'a str) -> Vec<Param<'a>> {
+    let o = step.order;
+    let (locked_until, locked_by) = match step.lease {
+        Lease::Renew { until } => (Some(until), Some(step.worker)),
+        Lease::Release => (None, None),
+    };
+    let mut params = saved_columns(o, data);
+    params.extend([
+        Param::from(locked_until),
+        locked_by.into(),
+        o.id.as_str().into(),
+        o.project_id.as_str().into(),
+        step.worker.into(),
+    ]);
+    params
 }
 
 /// Which of `steps` were saved, from the rows of their `steps_part`.
@@ -245,30 +252,13 @@ pub async fn save_step_on(
     worker_id: &str,
     lease: Lease,
 ) -> Result<(), StoreError> {
-    let (locked_until, locked_by) = match lease {
-        Lease::Renew { until } => (Some(until), Some(worker_id)),
-        Lease::Release => (None, None),
-    };
     let data = o.data.to_string();
-    let done = conn
-        .execute(
-            "UPDATE orders SET status = $1, balance_after = $2, last_error = $3, last_error_slug = $4, \
-             data = $5, issue_status = $6, topup_status = $7, is_issued = $8, provider_card_status = $9, \
-             attempts = $10, next_attempt_at = $11, updated_at = $12, completed_at = $13, failed_at = $14, \
-             locked_until = $15, locked_by = $16 WHERE id = $17 AND project_id = $18 AND locked_by = $19",
-            &[
-                saved_columns(o, &data),
-                vec![
-                    locked_until.into(),
-                    locked_by.into(),
-                    o.id.as_str().into(),
-                    o.project_id.as_str().into(),
-                    worker_id.into(),
-                ],
-            ]
-            .concat(),
-        )
-        .await?;
+    let step = Step {
+        order: o,
+        worker: worker_id,
+        lease,
+    };
+    let done = conn.execute(SAVE_STEP, &step_params(&step, &data)).await?;
     if done == 1 {
         Ok(())
     } else {
