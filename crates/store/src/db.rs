@@ -128,6 +128,8 @@ pub struct Store {
     /// batch (`writer/sqlite.rs`).
     sqlite_writer:
         std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::writer::SqliteWriter>>>>,
+    /// PostgreSQL: which writes the durable commits of this process have covered.
+    commits: std::sync::Arc<crate::Commits>,
 }
 
 impl std::fmt::Debug for Store {
@@ -215,11 +217,17 @@ impl Store {
             wal,
             write_turn,
             sqlite_writer: Default::default(),
+            commits: Default::default(),
         })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The clock of this process's durable commits (PostgreSQL; `commits.rs`).
+    pub fn commits(&self) -> &std::sync::Arc<crate::Commits> {
+        &self.commits
     }
 
     /// A PostgreSQL connection of its own, outside the pool, set up as the pool's are.

@@ -15,6 +15,7 @@ pub mod cardholders;
 pub mod cards;
 pub mod chain_deposits;
 pub mod chain_watch;
+mod commits;
 pub mod console;
 pub mod controls;
 mod db;
@@ -44,6 +45,7 @@ pub mod wakeup;
 mod wal_sync;
 pub mod writer;
 
+pub use commits::Commits;
 pub use db::{Backend, Conn, Durable, Store, Tx};
 pub use error::StoreError;
 pub use wal_sync::Writing;

@@ -30,7 +30,11 @@ impl Batcher {
     pub fn start(store: Store, shutdown: watch::Receiver<bool>) -> Batcher {
         let (tx, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
-        let flushes = Flushes::start(barrier(store.clone()), shutdown.clone());
+        let flushes = Flushes::start(
+            store.commits().clone(),
+            barrier(store.clone()),
+            shutdown.clone(),
+        );
         for _ in 0..FLUSHERS {
             tokio::spawn(flusher(
                 store.clone(),

@@ -6,10 +6,13 @@
 //! is flushed in order, so that barrier made the row durable. The handler's work overlaps
 //! the flush: a top-up waits for its batch's own durable commit far longer.
 //!
-//! Order is kept by one clock: a row's ticket is read after its insert returned, a
-//! barrier's mark before it is sent, so a mark above a ticket is a barrier sent after
-//! that row was written. One barrier runs at a time and covers every ticket below its
-//! mark; requests that arrive meanwhile share the next one.
+//! Order is kept by one clock, the store's `Commits`: a row's ticket is read after its
+//! insert returned, a barrier's mark before it is sent, so a mark above a ticket is a
+//! barrier sent after that row was written. One barrier runs at a time and covers every
+//! ticket below its mark; requests that arrive meanwhile share the next one. A batch
+//! writer's durable commit marks the same clock (`issuing_store::writer::Lane`): a
+//! request whose write went through a batch writer is covered by the time its batch
+//! answered it, and sends no barrier.
 //!
 //! The same holds for what a request did after its guard row: its writes commit
 //! durably, each after the row, so their flush covers the row too. An unflushed row
@@ -17,8 +20,7 @@
 //! a copy of it after the restart is its first execution.
 
 use futures::future::BoxFuture;
-use issuing_store::StoreError;
-use std::sync::atomic::{AtomicU64, Ordering};
+use issuing_store::{Commits, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -36,18 +38,19 @@ pub(crate) type FlushFn = Arc<dyn Fn() -> BoxFuture<'static, Result<(), StoreErr
 pub(crate) struct Ticket(u64);
 
 pub(crate) struct Flushes {
-    clock: AtomicU64,
-    /// Every ticket below it is durable.
-    covered: watch::Sender<u64>,
+    commits: Arc<Commits>,
     wanted: Notify,
 }
 
 impl Flushes {
     /// Starts the barrier task; it stops when `shutdown` flips.
-    pub(crate) fn start(flush: FlushFn, shutdown: watch::Receiver<bool>) -> Arc<Flushes> {
+    pub(crate) fn start(
+        commits: Arc<Commits>,
+        flush: FlushFn,
+        shutdown: watch::Receiver<bool>,
+    ) -> Arc<Flushes> {
         let flushes = Arc::new(Flushes {
-            clock: AtomicU64::new(0),
-            covered: watch::Sender::new(0),
+            commits,
             wanted: Notify::new(),
         });
         tokio::spawn(run(flushes.clone(), flush, shutdown));
@@ -56,12 +59,12 @@ impl Flushes {
 
     /// The ticket of a row whose insert has just returned.
     pub(crate) fn ticket(&self) -> Ticket {
-        Ticket(self.clock.fetch_add(1, Ordering::SeqCst))
+        Ticket(self.commits.ticket())
     }
 
     /// Returns once the row of `ticket` is durable.
     pub(crate) async fn durable(&self, ticket: Ticket) -> Result<(), StoreError> {
-        let mut covered = self.covered.subscribe();
+        let mut covered = self.commits.watch();
         if *covered.borrow_and_update() > ticket.0 {
             return Ok(());
         }
@@ -85,9 +88,9 @@ async fn run(flushes: Arc<Flushes>, flush: FlushFn, mut shutdown: watch::Receive
             _ = shutdown.changed() => return,
         }
         // Read before the barrier is sent: it covers every ticket below.
-        let mark = flushes.clock.fetch_add(1, Ordering::SeqCst);
+        let mark = flushes.commits.mark();
         match flush().await {
-            Ok(()) => flushes.covered.send_modify(|c| *c = (*c).max(mark)),
+            Ok(()) => flushes.commits.flushed(mark),
             Err(e) => {
                 tracing::warn!(error = %e, "the replay guard's barrier failed; trying again");
                 tokio::time::sleep(RETRY).await;
@@ -124,7 +127,7 @@ mod tests {
     async fn a_row_is_durable_only_after_a_barrier_sent_after_it() {
         let (_stop, shutdown) = watch::channel(false);
         let (flush, mut calls) = held();
-        let flushes = Flushes::start(flush, shutdown);
+        let flushes = Flushes::start(Arc::default(), flush, shutdown);
 
         let first = flushes.ticket();
         let waiting = tokio::spawn({
@@ -157,5 +160,43 @@ mod tests {
         // Covered already: no barrier needed.
         flushes.durable(first).await.expect("durable");
         assert!(calls.try_recv().is_err());
+    }
+
+    /// A durable commit of a batch writer, sent after a row, covers it: the request
+    /// sends no barrier. One sent before the row does not.
+    #[tokio::test]
+    async fn a_writers_commit_sent_after_a_row_covers_it() {
+        let (_stop, shutdown) = watch::channel(false);
+        let (flush, mut calls) = held();
+        let commits = Arc::new(Commits::default());
+        let flushes = Flushes::start(commits.clone(), flush, shutdown);
+
+        let early = commits.mark();
+        let row = flushes.ticket();
+        commits.flushed(early);
+        let waiting = tokio::spawn({
+            let f = flushes.clone();
+            async move { f.durable(row).await }
+        });
+        let barrier = calls
+            .recv()
+            .await
+            .expect("a commit sent before the row needs a barrier");
+        assert!(!waiting.is_finished());
+        let late = commits.mark();
+        commits.flushed(late);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("covered by the writer's commit")
+            .expect("joined")
+            .expect("durable");
+        barrier.send(()).expect("the barrier task waits for it");
+
+        let next = flushes.ticket();
+        let mark = commits.mark();
+        commits.flushed(mark);
+        flushes.durable(next).await.expect("durable");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(calls.try_recv().is_err(), "no barrier for a covered row");
     }
 }

@@ -10,14 +10,27 @@
 //! lock, no snapshot and no transaction id, so it keeps nothing from vacuum or from
 //! migrations (`pg_stat_activity` shows it as `idle in transaction`; the connection
 //! turns `idle_in_transaction_session_timeout` off for itself).
+//!
+//! Every lane commit waits for the log flush, so it reports itself to the process's
+//! `Commits`: the replay guard's rows written before it was sent are durable once it
+//! returned, and the requests it answers need no barrier of their own. A commit waits
+//! for the flush only if its transaction has an id and wrote to the log; a batch that
+//! only read has neither, so each commit carries a transactional logical message (as
+//! the replay guard's barrier does), a few bytes of log. Batches that must not wait for
+//! the flush (`BatchConn::commit_without_flush`) run on pooled connections, never here.
 
 use super::BatchConn;
-use crate::{Durable, Store, StoreError};
+use crate::{Commits, Durable, Store, StoreError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use sqlx::{AnyConnection, Executor};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+/// The message makes the commit wait for the flush even after a batch that only read
+/// (see the module's comment); an error in it rolls the batch back.
+const COMMIT: &str =
+    "SELECT CAST(pg_logical_emit_message(true, 'issuing_commit', '') AS TEXT); COMMIT; BEGIN";
 
 #[derive(Clone, Default)]
 pub struct Lane(Arc<tokio::sync::Mutex<Option<Open>>>);
@@ -52,7 +65,7 @@ impl Lane {
                 own.insert(Open { conn, begun: false })
             }
         };
-        let (result, usable) = open.transaction(f).await;
+        let (result, usable) = open.transaction(store.commits(), f).await;
         if !usable {
             // Opened again by the next batch: a fresh connection costs little and is
             // surely clean.
@@ -68,7 +81,11 @@ impl Lane {
 impl Open {
     /// The transaction's outcome, and whether the connection may serve the next batch
     /// (then with its transaction begun).
-    async fn transaction<T, F>(&mut self, f: F) -> (Result<(T, Durable), StoreError>, bool)
+    async fn transaction<T, F>(
+        &mut self,
+        commits: &Commits,
+        f: F,
+    ) -> (Result<(T, Durable), StoreError>, bool)
     where
         F: for<'c> FnOnce(BatchConn<'c>) -> BoxFuture<'c, Result<T, StoreError>>,
     {
@@ -85,9 +102,12 @@ impl Open {
         let failed = match ran {
             Ok(Ok(value)) => {
                 // PostgreSQL runs the BEGIN only if the COMMIT succeeded, and answers
-                // only once the commit is flushed (synchronous_commit on).
-                return match self.conn.execute("COMMIT; BEGIN").await {
+                // only once the commit is flushed (synchronous_commit on). The mark is
+                // taken before the commit is sent: it covers what returned before.
+                let mark = commits.mark();
+                return match self.conn.execute(COMMIT).await {
                     Ok(_) => {
+                        commits.flushed(mark);
                         self.begun = true;
                         (Ok((value, Durable::new(None, None))), true)
                     }
@@ -123,17 +143,35 @@ pub(crate) mod tests {
             .await
             .unwrap();
         let lane = Lane::default();
+        let before = store.commits().ticket();
         let (_, durable) = store
             .write_batch_in(&lane, insert("a", false))
             .await
             .unwrap();
         durable.wait().await.unwrap();
         assert_eq!(ids(&mut conn).await, ["a"], "committed, seen elsewhere");
+        assert!(
+            store.commits().covers(before),
+            "a lane commit covers what came before"
+        );
+        let after = store.commits().ticket();
         let refused = store.write_batch_in(&lane, insert("b", true)).await;
         assert!(matches!(refused, Err(StoreError::Corrupt(_))));
         assert_eq!(ids(&mut conn).await, ["a"], "the failed batch left nothing");
         let duplicate = store.write_batch_in(&lane, insert("a", false)).await;
         assert!(duplicate.is_err(), "a key in use fails its batch");
+        assert!(
+            !store.commits().covers(after),
+            "a failed batch covers nothing"
+        );
+        // A batch that only read still commits with a flush, so it covers too.
+        let (_, _) = store
+            .write_batch_in(&lane, |mut c| {
+                Box::pin(async move { c.rows("SELECT id FROM lane_test", &[]).await.map(drop) })
+            })
+            .await
+            .unwrap();
+        assert!(store.commits().covers(after));
         let (_, durable) = store
             .write_batch_in(&lane, insert("c", false))
             .await
