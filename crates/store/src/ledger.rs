@@ -1169,6 +1169,7 @@ pub(crate) mod tests {
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, false).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
+        crate::sandbox::tests::ops_keep_the_first_of_each_key(&store).await;
         orphans_are_found(&store, false).await;
         store.close().await;
         std::fs::remove_dir_all(&dir).unwrap();
@@ -1202,6 +1203,7 @@ pub(crate) mod tests {
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
         crate::writer::lane::tests::batches_commit_or_leave_nothing(&store).await;
+        crate::sandbox::tests::ops_keep_the_first_of_each_key(&store).await;
         crate::replay::tests::a_barrier_flushes_what_committed_before_it(&store).await;
         orphans_are_found(&store, true).await;
         store.close().await;

@@ -87,14 +87,18 @@ impl SandboxProvider {
         let shape = Shape::of(store.backend(), 1);
         let apply: ApplyFn<BookEntry, String> = Arc::new(|mut conn, entries, only| {
             Box::pin(async move {
-                let mut answers = Vec::new();
-                for e in picked(&entries, only) {
-                    let (card, _, _) =
-                        sandbox::record_op(&mut conn, &e.key, e.op, &e.card, e.amount, e.now)
-                            .await?;
-                    answers.push(Ok(card));
-                }
-                Ok((answers, Queued::default()))
+                let ops: Vec<sandbox::Op> = picked(&entries, only)
+                    .into_iter()
+                    .map(|e| sandbox::Op {
+                        key: &e.key,
+                        operation: e.op,
+                        provider_card_id: &e.card,
+                        amount: e.amount,
+                        now: e.now,
+                    })
+                    .collect();
+                let cards = sandbox::record_ops(&mut conn, &ops).await?;
+                Ok((cards.into_iter().map(Ok).collect(), Queued::default()))
             })
         });
         SandboxProvider {
