@@ -350,8 +350,11 @@ pub struct Inserts {
 
 impl Inserts {
     /// Adds rows under `head`, `INSERT INTO t (c1, …, cN)`; every row holds N cells in
-    /// that order.
-    pub fn add(&mut self, head: &'static str, rows: Vec<Vec<Cell>>) {
+    /// that order. Rows added right after rows of the same `head` join them: each card's
+    /// accounts are added on their own, and on PostgreSQL a statement per call made a
+    /// batch of card issues one insert of some forty parts, planned afresh for each
+    /// batch size. Only the last table is joined, so the order of tables holds.
+    pub fn add(&mut self, head: &'static str, mut rows: Vec<Vec<Cell>>) {
         if rows.is_empty() {
             return;
         }
@@ -360,7 +363,14 @@ impl Inserts {
                 .all(|r| !r.is_empty() && r.len() == rows[0].len()),
             "every row has the same cells"
         );
-        self.tables.push((head, rows));
+        match self.tables.last_mut() {
+            Some((last, earlier))
+                if *last == head && earlier.first().map(Vec::len) == Some(rows[0].len()) =>
+            {
+                earlier.append(&mut rows);
+            }
+            _ => self.tables.push((head, rows)),
+        }
     }
 
     /// Sends NOTIFY on `channel` with the rows (PostgreSQL; nothing on SQLite, whose
@@ -463,7 +473,7 @@ impl Inserts {
 
 #[cfg(test)]
 mod tests {
-    use super::{placeholders, shifted};
+    use super::{placeholders, shifted, Cell, Inserts};
 
     #[test]
     fn placeholders_count_from_their_first() {
@@ -478,5 +488,20 @@ mod tests {
             "a = $4 AND b = '$2' AND c = $13 AND d = $"
         );
         assert_eq!(shifted("$1", 0), "$1");
+    }
+
+    /// Rows added right after rows of the same statement join them; a table added in
+    /// between keeps its place.
+    #[test]
+    fn consecutive_rows_of_a_table_go_together() {
+        let (a, b) = ("INSERT INTO a (x)", "INSERT INTO b (x)");
+        let row = |v: i64| vec![Cell::int(v)];
+        let mut inserts = Inserts::default();
+        inserts.add(a, vec![row(1)]);
+        inserts.add(a, vec![row(2), row(3)]);
+        inserts.add(b, vec![row(4)]);
+        inserts.add(a, vec![row(5)]);
+        let shape: Vec<(&str, usize)> = inserts.tables.iter().map(|(h, r)| (*h, r.len())).collect();
+        assert_eq!(shape, [(a, 3), (b, 1), (a, 1)]);
     }
 }
