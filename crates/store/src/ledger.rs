@@ -1168,6 +1168,8 @@ pub(crate) mod tests {
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, false).await;
+        crate::ledger_batch::tests::a_balance_changed_meanwhile_fails_the_batch(&store, false)
+            .await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
         crate::sandbox::tests::ops_keep_the_first_of_each_key(&store).await;
         orphans_are_found(&store, false).await;
@@ -1201,6 +1203,7 @@ pub(crate) mod tests {
         drifted_usage_is_found(&store).await;
         crate::card_usage::tests::usage_equals_the_transactions_sum(&store).await;
         crate::ledger_batch::tests::batches_match_a_model(&store, true).await;
+        crate::ledger_batch::tests::a_balance_changed_meanwhile_fails_the_batch(&store, true).await;
         crate::writer::together::tests::parts_come_back_in_place(&store).await;
         crate::writer::lane::tests::batches_commit_or_leave_nothing(&store).await;
         crate::sandbox::tests::ops_keep_the_first_of_each_key(&store).await;

@@ -247,46 +247,27 @@ async fn write_balances(
         }
         return Ok(());
     }
-    // $1 the project, then per account: its id, its new balance, the balance read.
+    if conn.backend() == Backend::Postgres {
+        return write_balances_postgres(conn, project_id, &changed).await;
+    }
+    // A pooled SQLite connection (sqlx): one statement. $1 the project, then per
+    // account: its id, its new balance, the balance read.
     let place = |i: usize| (3 * i + 2, 3 * i + 3, 3 * i + 4);
-    let sql = match conn.backend() {
-        Backend::Postgres => {
-            let updates: Vec<String> = (0..changed.len())
-                .map(|i| {
-                    let (id, new, read) = place(i);
-                    format!(
-                        "u{i} AS (UPDATE accounts SET balance = ${new} \
-                         WHERE id = ${id} AND project_id = $1 AND balance = ${read} RETURNING 1)"
-                    )
-                })
-                .collect();
-            let all: Vec<String> = (0..changed.len())
-                .map(|i| format!("SELECT 1 FROM u{i}"))
-                .collect();
-            format!(
-                "WITH {} SELECT COUNT(*) AS written FROM ({}) AS written",
-                updates.join(", "),
-                all.join(" UNION ALL ")
-            )
-        }
-        Backend::Sqlite => {
-            let (mut ids, mut news, mut reads) = (Vec::new(), Vec::new(), Vec::new());
-            for i in 0..changed.len() {
-                let (id, new, read) = place(i);
-                ids.push(format!("${id}"));
-                news.push(format!("WHEN ${id} THEN ${new}"));
-                reads.push(format!("WHEN ${id} THEN balance = ${read}"));
-            }
-            format!(
-                "UPDATE accounts SET balance = CASE id {} END \
-                 WHERE project_id = $1 AND id IN ({}) AND CASE id {} END \
-                 RETURNING 1 AS written",
-                news.join(" "),
-                ids.join(", "),
-                reads.join(" ")
-            )
-        }
-    };
+    let (mut ids, mut news, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..changed.len() {
+        let (id, new, read) = place(i);
+        ids.push(format!("${id}"));
+        news.push(format!("WHEN ${id} THEN ${new}"));
+        reads.push(format!("WHEN ${id} THEN balance = ${read}"));
+    }
+    let sql = format!(
+        "UPDATE accounts SET balance = CASE id {} END \
+         WHERE project_id = $1 AND id IN ({}) AND CASE id {} END \
+         RETURNING 1 AS written",
+        news.join(" "),
+        ids.join(", "),
+        reads.join(" ")
+    );
     let mut params: Vec<Param<'_>> = vec![project_id.into()];
     for (id, account) in &changed {
         params.extend([
@@ -296,14 +277,40 @@ async fn write_balances(
         ]);
     }
     let rows = conn.rows(&sql, &params).await?;
-    let written = match conn.backend() {
-        Backend::Postgres => match rows.first() {
-            Some(row) => row.int("written")?,
-            None => 0,
-        },
-        Backend::Sqlite => i64::try_from(rows.len()).unwrap_or(i64::MAX),
-    };
-    if written != i64::try_from(changed.len()).unwrap_or(i64::MAX) {
+    if rows.len() != changed.len() {
+        return Err(changed_meanwhile());
+    }
+    Ok(())
+}
+
+/// PostgreSQL: every changed balance in one statement with one parameter, the same
+/// statement whatever their number. Each account is found by its key (a lookup per
+/// account, as `query::rows_of_list` does: a join could be planned as a scan of the
+/// table) and only if it still holds the balance read, then updated in place of the
+/// row found; the batch locked those rows, so they cannot move meanwhile. A statement
+/// of one update per account cost a plan per batch size and an update node per account.
+async fn write_balances_postgres(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    changed: &[(&String, &Account)],
+) -> Result<(), StoreError> {
+    let list: Vec<serde_json::Value> = changed
+        .iter()
+        .map(|(id, a)| serde_json::json!([id, a.now, a.read]))
+        .collect();
+    let list = serde_json::Value::from(list).to_string();
+    let rows = conn
+        .rows(
+            "UPDATE accounts a SET balance = v.balance FROM (\
+               SELECT (item ->> 1)::bigint AS balance, found.ctid AS place \
+               FROM jsonb_array_elements($2::jsonb) AS list (item) \
+               CROSS JOIN LATERAL (SELECT ctid FROM accounts WHERE id = item ->> 0 \
+                 AND project_id = $1 AND balance = (item ->> 2)::bigint LIMIT 1) AS found\
+             ) AS v WHERE a.ctid = v.place RETURNING 1 AS written",
+            &[project_id.into(), list.as_str().into()],
+        )
+        .await?;
+    if rows.len() != changed.len() {
         return Err(changed_meanwhile());
     }
     Ok(())
@@ -541,5 +548,76 @@ pub(crate) mod tests {
             accepted > 50 && refused > 20,
             "{accepted} accepted, {refused} refused"
         );
+    }
+
+    /// A balance that is not the one the batch read when it writes its balances fails
+    /// the batch, which then writes nothing; the same batch on the balance as read
+    /// writes every changed account.
+    pub(crate) async fn a_balance_changed_meanwhile_fails_the_batch(
+        store: &crate::Store,
+        postgres: bool,
+    ) {
+        let project = if postgres { "m-pg" } else { "m-sqlite" };
+        let mut conn = store.conn().await.unwrap();
+        let ids = project_with_accounts(
+            &mut conn,
+            project,
+            &[
+                AccountKind::DepositSource,
+                AccountKind::Master,
+                AccountKind::InFlight,
+            ],
+        )
+        .await;
+        drop(conn);
+        let run = |meddle: bool| {
+            let ids = ids.clone();
+            store.write_batch(move |mut conn| {
+                Box::pin(async move {
+                    let operation = vec![Planned {
+                        order_id: None,
+                        card_id: None,
+                        reference: None,
+                        transfer: Transfer::simple(
+                            TransferKind::Deposit,
+                            ids[0].clone(),
+                            ids[1].clone(),
+                            Amount::from_micros(700),
+                        )
+                        .unwrap(),
+                    }];
+                    let touched = touched(operation.iter(), &ids[1]);
+                    let mut batch = Batch::read(&mut conn, project, touched, 1).await?;
+                    batch.post(&operation)?;
+                    if meddle {
+                        conn.execute(
+                            "UPDATE accounts SET balance = balance + 1 WHERE id = $1",
+                            &[ids[1].as_str().into()],
+                        )
+                        .await?;
+                    }
+                    let mut inserts = Inserts::default();
+                    batch.finish(&mut conn, &mut inserts).await?;
+                    inserts.write(&mut conn).await
+                })
+            })
+        };
+        let failed = run(true).await;
+        assert!(
+            matches!(failed, Err(StoreError::Corrupt(_))),
+            "{:?}",
+            failed.err()
+        );
+        let (_, durable) = run(false).await.unwrap();
+        durable.wait().await.unwrap();
+        let mut conn = store.conn().await.unwrap();
+        for (id, balance) in [(&ids[0], -700), (&ids[1], 700)] {
+            let stored: i64 = sqlx::query_scalar("SELECT balance FROM accounts WHERE id = $1")
+                .bind(id)
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(stored, balance);
+        }
     }
 }
