@@ -13,11 +13,12 @@
 //!
 //! Every lane commit waits for the log flush, so it reports itself to the process's
 //! `Commits`: the replay guard's rows written before it was sent are durable once it
-//! returned, and the requests it answers need no barrier of their own. A commit waits
-//! for the flush only if its transaction has an id and wrote to the log; a batch that
-//! only read has neither, so each commit carries a transactional logical message (as
-//! the replay guard's barrier does), a few bytes of log. Batches that must not wait for
-//! the flush (`BatchConn::commit_without_flush`) run on pooled connections, never here.
+//! returned, and the requests it answers need no barrier of their own. The commit
+//! makes sure of it: it sets `synchronous_commit` on for its transaction (whatever the
+//! database's default, or a batch's `BatchConn::commit_without_flush`, which belongs on
+//! pooled connections), and, since a commit waits for the flush only if its transaction
+//! has an id and wrote to the log and a batch that only read has neither, it carries a
+//! transactional logical message (as the replay guard's barrier does), a few bytes.
 
 use super::BatchConn;
 use crate::{Commits, Durable, Store, StoreError};
@@ -27,10 +28,10 @@ use sqlx::{AnyConnection, Executor};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-/// The message makes the commit wait for the flush even after a batch that only read
-/// (see the module's comment); an error in it rolls the batch back.
-const COMMIT: &str =
-    "SELECT CAST(pg_logical_emit_message(true, 'issuing_commit', '') AS TEXT); COMMIT; BEGIN";
+/// A commit that waits for the log flush, even after a batch that only read or asked
+/// not to (see the module's comment); an error in it rolls the batch back.
+const COMMIT: &str = "SET LOCAL synchronous_commit = on; \
+    SELECT CAST(pg_logical_emit_message(true, 'issuing_commit', '') AS TEXT); COMMIT; BEGIN";
 
 #[derive(Clone, Default)]
 pub struct Lane(Arc<tokio::sync::Mutex<Option<Open>>>);
