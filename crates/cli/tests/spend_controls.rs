@@ -839,31 +839,45 @@ both_backends!(
     }
 );
 
+// Cards of one batch read their usage together (one statement on PostgreSQL): each
+// card's limit counts its own authorizations only.
 both_backends!(
     parallel_authorizations_never_pass_a_count_limit,
     |t: TestServer| async move {
-        let card = t.card_holding("ada", 1000).await;
-        t.set_limits(&card, json!([{"interval": "daily", "count": 37}]), None)
-            .await;
+        let counts = [37usize, 11, 23, 5];
+        let mut cards = Vec::new();
+        for (i, count) in counts.iter().enumerate() {
+            let card = t.card_holding(&format!("ada{i}"), 1000).await;
+            t.set_limits(&card, json!([{"interval": "daily", "count": count}]), None)
+                .await;
+            cards.push(card);
+        }
         let t = std::sync::Arc::new(t);
         let mut calls = Vec::new();
-        for _ in 0..100 {
-            let (t, card) = (t.clone(), card.clone());
-            calls.push(tokio::spawn(async move {
-                t.authorize(&card, "1", "5411").await
-            }));
+        for n in 0..160 {
+            let k = n % cards.len();
+            let (t, card) = (t.clone(), cards[k].clone());
+            calls.push((
+                k,
+                tokio::spawn(async move { t.authorize(&card, "1", "5411").await }),
+            ));
         }
-        let mut approved = 0;
-        for c in calls {
+        let mut approved = vec![0; cards.len()];
+        for (k, c) in calls {
             let item = c.await.unwrap();
             match outcome(&item) {
-                (s, None) if s == "pending" => approved += 1,
+                (s, None) if s == "pending" => approved[k] += 1,
                 (_, Some(r)) => assert_eq!(r, "spending_limit_exceeded"),
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(approved, 37);
-        assert_eq!(used(&t, &card, 0).await, ("37.00".into(), 37));
+        assert_eq!(approved, counts);
+        for (card, count) in cards.iter().zip(counts) {
+            assert_eq!(
+                used(&t, card, 0).await,
+                (format!("{count}.00"), count as u64)
+            );
+        }
         t.verify_ledger().await;
     }
 );

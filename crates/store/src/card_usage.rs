@@ -3,7 +3,7 @@
 //! triggers) and, for a partial first hour, from the transactions themselves.
 
 use crate::writer::{BatchConn, Param, RowRead};
-use crate::StoreError;
+use crate::{Backend, StoreError};
 
 /// One limit's window for [`usage`]: transactions created at or after `start` (None:
 /// ever), with one of `mccs` (empty: any).
@@ -129,6 +129,103 @@ pub async fn usage(
     }
     Ok(plan.combine(&by_segment))
 }
+
+/// [`usage`] for several cards of one project, each with its windows, in the cards'
+/// order. On PostgreSQL one statement whose text never changes, whatever the cards and
+/// their windows: a statement per card cost an authorizations' batch a round trip per
+/// card with limits, and one statement made of per-card parts had a text (and a plan)
+/// per number of cards, which was slower still (docs/benchmarks.md, issue 21's twelfth
+/// round). On SQLite [`usage`] per card: on the writer's thread a statement costs
+/// microseconds.
+pub async fn usage_many(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    cards: &[(&str, &[UsageWindow<'_>])],
+) -> Result<Vec<Vec<(i64, i64)>>, StoreError> {
+    if conn.backend() != Backend::Postgres {
+        let mut found = Vec::with_capacity(cards.len());
+        for (card_id, windows) in cards {
+            found.push(usage(conn, project_id, card_id, windows).await?);
+        }
+        return Ok(found);
+    }
+    let plans: Vec<Option<UsagePlan<'_>>> = cards
+        .iter()
+        .map(|(_, windows)| (!windows.is_empty()).then(|| UsagePlan::new(windows)))
+        .collect();
+    // One input row per card, segment and MCC list; `asked[i]` is row i's
+    // (card, segment, list) by place.
+    let mut asked: Vec<(usize, usize, usize)> = Vec::new();
+    let mut input = Vec::new();
+    for (c, ((card_id, _), plan)) in cards.iter().zip(&plans).enumerate() {
+        let Some(plan) = plan else { continue };
+        for (j, seg) in plan.segments.iter().enumerate() {
+            for (k, mccs) in plan.sets.iter().enumerate() {
+                input.push(serde_json::json!({
+                    "i": asked.len(),
+                    "c": card_id,
+                    "s": seg.sums.span(),
+                    "f": seg.from,
+                    "u": seg.until,
+                    "m": mccs,
+                }));
+                asked.push((c, j, k));
+            }
+        }
+    }
+    let mut by_segment: Vec<Vec<Vec<(i64, i64)>>> = plans
+        .iter()
+        .map(|plan| match plan {
+            Some(p) => vec![vec![(0, 0); p.sets.len()]; p.segments.len()],
+            None => Vec::new(),
+        })
+        .collect();
+    if !asked.is_empty() {
+        let list = serde_json::Value::from(input).to_string();
+        let rows = conn
+            .rows(USAGE_MANY, &[project_id.into(), Param::Text(Some(&list))])
+            .await?;
+        if rows.len() != asked.len() {
+            return Err(StoreError::Corrupt("usage segment missing".into()));
+        }
+        for row in &rows {
+            let i = row.int("i")?;
+            let slot = usize::try_from(i)
+                .ok()
+                .and_then(|i| asked.get(i))
+                .and_then(|&(c, j, k)| by_segment.get_mut(c)?.get_mut(j)?.get_mut(k))
+                .ok_or_else(|| StoreError::Corrupt(format!("usage row {i} out of range")))?;
+            *slot = (row.int("a")?, row.int("n")?);
+        }
+    }
+    Ok(plans
+        .iter()
+        .zip(&by_segment)
+        .map(|(plan, sums)| plan.as_ref().map(|p| p.combine(sums)).unwrap_or_default())
+        .collect())
+}
+
+/// [`usage_many`]'s statement: per input row (a card, a segment, a list of MCCs, empty
+/// for any) the sums of the segment's buckets of its width (`s`), or of its
+/// transactions (`s` null), as [`usage`] sums them. A row the card has nothing in sums
+/// to zero. The bounds are index conditions on `card_usage`'s key and
+/// `card_transactions_usage` (an open end compares with the extreme value).
+const USAGE_MANY: &str = "SELECT q.i, CAST(COALESCE(SUM(x.a), 0) AS BIGINT) AS a, \
+     CAST(COALESCE(SUM(x.n), 0) AS BIGINT) AS n \
+     FROM json_to_recordset(CAST($2 AS json)) AS q(i BIGINT, c TEXT, s BIGINT, f BIGINT, u BIGINT, m TEXT[]) \
+     LEFT JOIN LATERAL ( \
+       SELECT b.spent AS a, b.used_count AS n FROM card_usage b \
+       WHERE q.s IS NOT NULL AND b.project_id = $1 AND b.card_id = q.c AND b.span = q.s \
+         AND b.bucket >= COALESCE(q.f, -9223372036854775807) \
+         AND b.bucket < COALESCE(q.u, 9223372036854775807) \
+         AND (cardinality(q.m) = 0 OR b.mcc = ANY(q.m)) \
+       UNION ALL \
+       SELECT t.counted_amount, 1 FROM card_transactions t \
+       WHERE q.s IS NULL AND t.project_id = $1 AND t.card_id = q.c AND t.counts = 1 \
+         AND t.created_at >= COALESCE(q.f, -9223372036854775807) \
+         AND t.created_at < COALESCE(q.u, 9223372036854775807) \
+         AND (cardinality(q.m) = 0 OR t.mcc = ANY(q.m)) \
+     ) x ON true GROUP BY q.i";
 
 /// A stretch of a card's history between two cuts (None: unbounded).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -514,6 +611,26 @@ pub(crate) mod tests {
                 })
                 .collect();
             assert_eq!(got, want, "case {case}: {starts:?} {sets:?}");
+            // The same among other cards in one statement: a card with no transactions
+            // counts nothing, one without windows answers nothing, and another
+            // project's view of the card counts nothing.
+            let zeros = vec![(0, 0); windows.len()];
+            let many = usage_many(
+                &mut conn.as_batch(),
+                "up",
+                &[("none", &windows), ("uc", &[]), ("uc", &windows)],
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                many,
+                [zeros.clone(), Vec::new(), got],
+                "case {case} among cards"
+            );
+            let elsewhere = usage_many(&mut conn.as_batch(), "zz", &[("uc", &windows)])
+                .await
+                .unwrap();
+            assert_eq!(elsewhere, [zeros], "case {case} in another project");
         }
         let found = crate::ledger::verify(&mut conn).await.unwrap();
         assert!(found.is_empty(), "{found:?}");

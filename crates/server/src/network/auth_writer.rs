@@ -26,7 +26,7 @@
 
 use super::authorize::{self, Authorized, Found, Request};
 use super::controls::ControlsCache;
-use super::decide;
+use super::decide::{self, limits::CardLimits};
 use super::execute::{card_not_found, flow_error};
 use super::plan::{Move, Side};
 use super::{view, Applied};
@@ -247,12 +247,37 @@ async fn apply_project(
         Err(e) => return Ok(requests.iter().map(|_| Err(e.clone())).collect()),
     };
 
+    // Each card's limits (a stored value that does not parse fails the card's
+    // authorizations alone).
+    let limits_of: HashMap<&str, Result<Option<CardLimits>, ApiError>> = found_cards
+        .iter()
+        .map(|(id, card)| (id.as_str(), decide::limits::of_card(card)))
+        .collect();
+    // What each card's limits counted before the batch, read for every card that an
+    // authorization of the batch needs it for, all in one statement.
+    let mut needing: Vec<(&str, &CardLimits)> = Vec::new();
+    for req in requests {
+        let card_id = req.card_id.as_str();
+        let (Some(card), Some(Ok(Some(limits)))) =
+            (found_cards.get(card_id), limits_of.get(card_id))
+        else {
+            continue;
+        };
+        if card.status == "active"
+            && decide::limits::needs_usage(limits, &req.purchase.merchant.mcc)
+            && !needing.iter().any(|(id, _)| *id == card_id)
+        {
+            needing.push((card_id, limits));
+        }
+    }
+    let read = super::usage::read_many(conn, project_id, &needing, now).await?;
+    let usage_before: HashMap<&str, Vec<Usage>> =
+        needing.iter().map(|(id, _)| *id).zip(read).collect();
+
     let mut answers = Vec::with_capacity(requests.len());
     // Messages this batch applied: a later copy in it is a replay.
     let mut written_messages = HashSet::new();
-    // What each card's limits counted before the batch (read once), and what the
-    // batch's earlier authorizations on it count: (MCC, amount, one).
-    let mut usage_before: HashMap<&str, Vec<Usage>> = HashMap::new();
+    // What the batch's earlier authorizations on a card count: (MCC, amount, one).
     let mut counted_here: HashMap<&str, Vec<(String, i64, bool)>> = HashMap::new();
     for req in requests {
         if let Some(id) = req.message_id.as_deref() {
@@ -269,22 +294,25 @@ async fn apply_project(
             answers.push(Err(card_not_found()));
             continue;
         };
-        let limits = match decide::limits::of_card(card) {
-            Ok(limits) => limits,
-            Err(e) => {
-                answers.push(Err(e));
+        let limits = match limits_of.get(req.card_id.as_str()) {
+            Some(Ok(limits)) => limits.as_ref(),
+            Some(Err(e)) => {
+                answers.push(Err(e.clone()));
                 continue;
             }
+            None => None,
         };
         let mcc = req.purchase.merchant.mcc.as_str();
-        let usage = match &limits {
+        let usage = match limits {
             Some(l) if card.status == "active" && decide::limits::needs_usage(l, mcc) => {
                 let card_id = req.card_id.as_str();
-                if !usage_before.contains_key(card_id) {
-                    let read = super::usage::read(conn, project_id, card_id, l, now).await?;
-                    usage_before.insert(card_id, read);
-                }
-                let mut usage = usage_before.get(card_id).cloned().unwrap_or_default();
+                // Read above for every card an authorization needs it for.
+                let Some(before) = usage_before.get(card_id) else {
+                    return Err(StoreError::Corrupt(format!(
+                        "the usage of card {card_id} was not read"
+                    )));
+                };
+                let mut usage = before.clone();
                 for (earlier, amount, one) in counted_here.get(card_id).into_iter().flatten() {
                     for (u, limit) in usage.iter_mut().zip(&l.limits) {
                         if limit.applies_to(earlier) {
@@ -302,7 +330,7 @@ async fn apply_project(
             card,
             available,
             controls: &controls,
-            limits: limits.as_ref(),
+            limits,
             usage: usage.as_deref(),
             hold_expiry: context.hold_expiry,
         };
