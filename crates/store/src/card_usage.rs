@@ -154,21 +154,27 @@ pub async fn usage_many(
         .map(|(_, windows)| (!windows.is_empty()).then(|| UsagePlan::new(windows)))
         .collect();
     // One input row per card, segment and MCC list; `asked[i]` is row i's
-    // (card, segment, list) by place.
+    // (card, segment, list) by place. Written as text: the card and its lists are
+    // encoded once per card, not once per row as a map of values.
     let mut asked: Vec<(usize, usize, usize)> = Vec::new();
     let mut input = Vec::new();
     for (c, ((card_id, _), plan)) in cards.iter().zip(&plans).enumerate() {
         let Some(plan) = plan else { continue };
+        let card = serde_json::Value::from(*card_id).to_string();
+        let sets: Vec<String> = plan
+            .sets
+            .iter()
+            .map(|mccs| crate::query::json_texts(mccs.iter().map(String::as_str)))
+            .collect();
         for (j, seg) in plan.segments.iter().enumerate() {
-            for (k, mccs) in plan.sets.iter().enumerate() {
-                input.push(serde_json::json!({
-                    "i": asked.len(),
-                    "c": card_id,
-                    "s": seg.sums.span(),
-                    "f": seg.from,
-                    "u": seg.until,
-                    "m": mccs,
-                }));
+            for (k, set) in sets.iter().enumerate() {
+                input.push(format!(
+                    r#"{{"i":{},"c":{card},"s":{},"f":{},"u":{},"m":{set}}}"#,
+                    asked.len(),
+                    JsonInt(seg.sums.span()),
+                    JsonInt(seg.from),
+                    JsonInt(seg.until),
+                ));
                 asked.push((c, j, k));
             }
         }
@@ -181,7 +187,7 @@ pub async fn usage_many(
         })
         .collect();
     if !asked.is_empty() {
-        let list = serde_json::Value::from(input).to_string();
+        let list = format!("[{}]", input.join(","));
         let rows = conn
             .rows(USAGE_MANY, &[project_id.into(), Param::Text(Some(&list))])
             .await?;
@@ -203,6 +209,18 @@ pub async fn usage_many(
         .zip(&by_segment)
         .map(|(plan, sums)| plan.as_ref().map(|p| p.combine(sums)).unwrap_or_default())
         .collect())
+}
+
+/// A number in JSON, or `null`.
+struct JsonInt(Option<i64>);
+
+impl std::fmt::Display for JsonInt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v}"),
+            None => f.write_str("null"),
+        }
+    }
 }
 
 /// [`usage_many`]'s statement: per input row (a card, a segment, a list of MCCs, empty
