@@ -2,6 +2,7 @@
 
 use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
+use issuing_domain::kyc::{KycState, RegistrationStatus};
 use issuing_wire::PageRequest;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -23,6 +24,20 @@ pub struct CardholderRecord {
     pub updated_at: i64,
     pub registered_at: Option<i64>,
     pub activated_at: Option<i64>,
+}
+
+impl CardholderRecord {
+    /// Sets the registration and KYC states (not yet saved).
+    pub fn set_kyc_state(&mut self, outcome: &KycState, now: i64) {
+        self.registration_status = outcome.registration_status.as_str().to_owned();
+        self.kyc_status = outcome.kyc_status.as_str().to_owned();
+        self.kyc_level = outcome.kyc_level.as_str().to_owned();
+        self.updated_at = now;
+        if outcome.registration_status == RegistrationStatus::Active {
+            self.registered_at.get_or_insert(now);
+            self.activated_at.get_or_insert(now);
+        }
+    }
 }
 
 pub const SORT_KEYS: &[&str] = &[

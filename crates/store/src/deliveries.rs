@@ -283,22 +283,6 @@ pub async fn release(conn: &mut Conn, claimed: &Claimed) -> Result<(), StoreErro
     Ok(())
 }
 
-pub(crate) async fn fail_pending_of_subscription(
-    conn: &mut BatchConn<'_>,
-    project_id: &str,
-    subscription_id: &str,
-    reason: &str,
-    now: i64,
-) -> Result<u64, StoreError> {
-    conn.execute(
-        "UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, completed_at = $1, \
-         updated_at = $1, last_error = COALESCE(last_error, $2) \
-         WHERE project_id = $3 AND subscription_id = $4 AND state = 'pending'",
-        &[now.into(), reason.into(), project_id.into(), subscription_id.into()],
-    )
-    .await
-}
-
 /// The earliest time a delivery can be claimed (a leased one when its lease ends), so
 /// an idle worker knows how long to sleep. Suspended projects' deliveries do not count.
 pub async fn next_due(conn: &mut Conn) -> Result<Option<i64>, StoreError> {

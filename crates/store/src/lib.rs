@@ -43,9 +43,8 @@ pub mod subscriptions;
 pub mod users;
 pub mod wakeup;
 mod wal_sync;
-pub mod writer;
 
 pub use commits::Commits;
-pub use db::{Backend, Conn, Durable, Store, Tx};
+pub use db::{writer, Backend, Conn, Durable, Store, Tx};
 pub use error::StoreError;
 pub use wal_sync::Writing;

@@ -12,6 +12,13 @@ struct Migration {
     postgres: &'static str,
 }
 
+impl Store {
+    /// Applies the migrations this database has not had yet.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        run(self).await
+    }
+}
+
 const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,

@@ -4,7 +4,7 @@
 //! server inserts many requests' rows in one statement (`remember_many`). On SQLite the
 //! guard lives in the one server process's memory and only its *ceiling* is durable:
 //! every accepted timestamp is below it, so after a restart everything below it is
-//! refused (see issuing_server's replay module).
+//! refused (see issuing-api's replay module).
 
 use crate::{Conn, StoreError};
 use sqlx::Row;

@@ -149,7 +149,7 @@ pub async fn deactivate(
     if done == 0 {
         return Ok(false);
     }
-    crate::deliveries::fail_pending_of_subscription(conn, project_id, id, reason, now).await?;
+    fail_pending_deliveries(conn, project_id, id, reason, now).await?;
     Ok(true)
 }
 
@@ -242,14 +242,7 @@ pub async fn deactivate_failing(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    crate::deliveries::fail_pending_of_subscription(
-        &mut conn.as_batch(),
-        project_id,
-        id,
-        FAILING,
-        now,
-    )
-    .await?;
+    fail_pending_deliveries(&mut conn.as_batch(), project_id, id, FAILING, now).await?;
     Ok(true)
 }
 
@@ -272,4 +265,21 @@ pub async fn failing_before(
     rows.iter()
         .map(|r| Ok((r.try_get("project_id")?, r.try_get("id")?)))
         .collect()
+}
+
+/// A deactivated or deleted subscription's pending deliveries fail: nothing will try them.
+async fn fail_pending_deliveries(
+    conn: &mut BatchConn<'_>,
+    project_id: &str,
+    subscription_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<u64, StoreError> {
+    conn.execute(
+        "UPDATE webhook_deliveries SET state = 'failed', next_attempt_at = NULL, completed_at = $1, \
+         updated_at = $1, last_error = COALESCE(last_error, $2) \
+         WHERE project_id = $3 AND subscription_id = $4 AND state = 'pending'",
+        &[now.into(), reason.into(), project_id.into(), subscription_id.into()],
+    )
+    .await
 }

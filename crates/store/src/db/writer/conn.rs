@@ -7,7 +7,7 @@
 //! itself takes for a small statement; on the writer's thread a cached statement costs
 //! a few microseconds, so a batch there can afford a statement per row.
 
-use crate::query::Cell;
+use crate::db::sql::Cell;
 use crate::{Backend, StoreError};
 use sqlx::any::{AnyRow, AnyTypeInfoKind};
 use sqlx::{AnyConnection, Row as _, ValueRef as _};
@@ -169,9 +169,16 @@ impl BatchConn<'_> {
                 Ok(found)
             }
             BatchConn::Sqlx(_) => {
-                let sql =
-                    crate::query::rows_of_list(self.backend(), table, columns, key, scope, n, lock);
-                let list = crate::query::json_texts(keys.iter().copied());
+                let sql = crate::db::sql::rows_of_list(
+                    self.backend(),
+                    table,
+                    columns,
+                    key,
+                    scope,
+                    n,
+                    lock,
+                );
+                let list = crate::db::sql::json_texts(keys.iter().copied());
                 let mut params = scope_params.to_vec();
                 params.push(Param::Text(Some(&list)));
                 self.rows(&sql, &params).await

@@ -99,7 +99,9 @@ impl BatchConn<'_> {
         let lists: Vec<String> = parts
             .iter()
             .map(|p| match p {
-                Part::Keys(l) | Part::Locked(l) => crate::query::json_texts(l.keys.iter().copied()),
+                Part::Keys(l) | Part::Locked(l) => {
+                    crate::db::sql::json_texts(l.keys.iter().copied())
+                }
                 Part::Select { .. } | Part::Writes(_) => String::new(),
             })
             .collect();
@@ -109,7 +111,7 @@ impl BatchConn<'_> {
             let sql = match &parts[*i] {
                 Part::Keys(l) | Part::Locked(l) => {
                     let lock = matches!(parts[*i], Part::Locked(_));
-                    let sql = crate::query::rows_of_list(
+                    let sql = crate::db::sql::rows_of_list(
                         crate::Backend::Postgres,
                         l.table,
                         l.columns,
@@ -118,13 +120,13 @@ impl BatchConn<'_> {
                         l.scope_params.len() + 1,
                         lock,
                     );
-                    let sql = crate::query::shifted(&sql, params.len());
+                    let sql = crate::db::sql::shifted(&sql, params.len());
                     params.extend(l.scope_params.iter().copied());
                     params.push(Param::Text(Some(&lists[*i])));
                     sql
                 }
                 Part::Select { sql, params: own } => {
-                    let sql = crate::query::shifted(sql, params.len());
+                    let sql = crate::db::sql::shifted(sql, params.len());
                     params.extend(own.iter().copied());
                     sql
                 }
@@ -132,7 +134,7 @@ impl BatchConn<'_> {
                     let mut reads = Vec::with_capacity(statements.len());
                     for (j, (sql, own)) in statements.iter().enumerate() {
                         let name = format!("w{i}_{j}");
-                        let sql = crate::query::shifted(sql, params.len());
+                        let sql = crate::db::sql::shifted(sql, params.len());
                         writes.push(format!("{name} AS ({sql})"));
                         params.extend(own.iter().copied());
                         reads.push(format!("SELECT * FROM {name}"));

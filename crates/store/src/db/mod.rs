@@ -1,4 +1,11 @@
-use crate::{migrate, StoreError};
+//! Connections and transactions: the pool, write transactions (`Store::begin`), the
+//! batch writers' own connections (`writer/`), and the SQL text both backends share
+//! (`sql.rs`).
+
+pub mod sql;
+pub mod writer;
+
+use crate::StoreError;
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyConnection;
 use sqlx::{Any, AnyPool, Executor, Row};
@@ -126,8 +133,7 @@ pub struct Store {
     write_turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// SQLite only: the batch writers' own connection and thread, started by the first
     /// batch (`writer/sqlite.rs`).
-    sqlite_writer:
-        std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<crate::writer::SqliteWriter>>>>,
+    sqlite_writer: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<writer::SqliteWriter>>>>,
     /// PostgreSQL: which writes the durable commits of this process have covered.
     commits: std::sync::Arc<crate::Commits>,
 }
@@ -238,9 +244,7 @@ impl Store {
     }
 
     /// The SQLite batch writer, started on first use.
-    pub(crate) fn sqlite_writer(
-        &self,
-    ) -> Result<std::sync::Arc<crate::writer::SqliteWriter>, StoreError> {
+    pub(crate) fn sqlite_writer(&self) -> Result<std::sync::Arc<writer::SqliteWriter>, StoreError> {
         let mut writer = self
             .sqlite_writer
             .lock()
@@ -255,7 +259,7 @@ impl Store {
         ) else {
             return Err(StoreError::Config("the SQLite writer needs SQLite".into()));
         };
-        let started = std::sync::Arc::new(crate::writer::SqliteWriter::start(path, turn, wal)?);
+        let started = std::sync::Arc::new(writer::SqliteWriter::start(path, turn, wal)?);
         *writer = Some(started.clone());
         Ok(started)
     }
@@ -275,10 +279,6 @@ impl Store {
 
     pub fn pool(&self) -> &AnyPool {
         &self.pool
-    }
-
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        migrate::run(self).await
     }
 
     /// A write transaction. SQLite takes the write lock up front (`BEGIN IMMEDIATE`) so two
