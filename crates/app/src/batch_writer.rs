@@ -33,23 +33,23 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 /// The most items in one transaction: bounds how long a batch holds the write lock
 /// (SQLite) or its rows (PostgreSQL), and so the p99 of its callers.
-pub(crate) const MAX_BATCH: usize = 64;
+pub const MAX_BATCH: usize = 64;
 const QUEUE: usize = 1024;
 
 /// Each item's answer, in the batch's order.
-pub(crate) type Answers<A> = Vec<Result<A, ApiError>>;
+pub type Answers<A> = Vec<Result<A, ApiError>>;
 
 /// What a batch queued for this process's workers, to wake them once it is durable
 /// (other processes get PostgreSQL's NOTIFY, sent in the batch's transaction).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Queued {
+pub struct Queued {
     pub orders: bool,
     pub deliveries: bool,
 }
 
 /// The workers a batch may wake (the default: none that anybody waits on).
 #[derive(Clone, Default)]
-pub(crate) struct Wakeups {
+pub struct Wakeups {
     pub orders: Arc<Notify>,
     pub deliveries: Arc<Notify>,
 }
@@ -67,13 +67,13 @@ impl Wakeups {
 
 /// A batch applied: each item's answer, what it queued, and the commit to wait for
 /// before telling anyone.
-pub(crate) type Applied<A> = (Answers<A>, Queued, Durable);
+pub type Applied<A> = (Answers<A>, Queued, Durable);
 
 /// Applies a batch (or, with `Some(i)`, only its item `i`: `picked`) on the connection
 /// of the transaction the writer runs it in (`Store::write_batch_in`, on the writer's
 /// own connection): each item's answer, and what the batch queued. An `Err` rolls the
 /// transaction back: nothing was written.
-pub(crate) type ApplyFn<I, A> = Arc<
+pub type ApplyFn<I, A> = Arc<
     dyn for<'c> Fn(
             BatchConn<'c>,
             Arc<Vec<I>>,
@@ -84,7 +84,7 @@ pub(crate) type ApplyFn<I, A> = Arc<
 >;
 
 /// The items an `ApplyFn` applies: all of `items`, or with `Some(i)` only item `i`.
-pub(crate) fn picked<I>(items: &[I], only: Option<usize>) -> Vec<&I> {
+pub fn picked<I>(items: &[I], only: Option<usize>) -> Vec<&I> {
     match only {
         Some(i) => items.get(i).into_iter().collect(),
         None => items.iter().collect(),
@@ -97,7 +97,7 @@ type Queue<I, A> = mpsc::Sender<(I, Reply<A>)>;
 
 /// How a writer's work is laid out.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Shape {
+pub struct Shape {
     /// Writers, each with its own queue; a key always goes to the same one.
     pub stripes: usize,
     /// Batches of one writer under way at once. More than one only where batches are
@@ -111,7 +111,7 @@ impl Shape {
     /// The shape of a backend: SQLite has one writer thread, so one stripe two deep;
     /// PostgreSQL `stripes` writers one batch at a time each, so a key's batches never
     /// run side by side on two connections.
-    pub(crate) fn of(backend: issuing_store::Backend, stripes: usize) -> Shape {
+    pub fn of(backend: issuing_store::Backend, stripes: usize) -> Shape {
         match backend {
             issuing_store::Backend::Sqlite => Shape {
                 stripes: 1,
@@ -123,7 +123,7 @@ impl Shape {
 }
 
 /// The handle to a writer's stripes. Cloning shares them.
-pub(crate) struct BatchWriter<I, A> {
+pub struct BatchWriter<I, A> {
     name: &'static str,
     stripes: Arc<Vec<Queue<I, A>>>,
     stats: Arc<Stats>,
@@ -149,7 +149,7 @@ impl<I, A> std::fmt::Debug for BatchWriter<I, A> {
 
 impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
     /// Starts `stripes` writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(
+    pub fn start(
         store: Store,
         name: &'static str,
         shape: Shape,
@@ -179,13 +179,13 @@ impl<I: Send + Sync + 'static, A: Send + 'static> BatchWriter<I, A> {
         }
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
     /// Applies `item` in the next batch of the writer of `key`; answers once that
     /// batch is durable.
-    pub(crate) async fn submit(&self, key: &str, item: I) -> Result<A, ApiError> {
+    pub async fn submit(&self, key: &str, item: I) -> Result<A, ApiError> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         let stripe = usize::try_from(hasher.finish() % self.stripes.len() as u64).unwrap_or(0);

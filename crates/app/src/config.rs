@@ -1,4 +1,8 @@
-use crate::provider::sandbox::SandboxConfig;
+//! A server's settings (`ServerConfig`), filled by the CLI from flags, environment and
+//! a config file, or built directly by tests; and the settings of the parts it starts
+//! (the sandbox provider, Lithic's API keys, TRC20 deposits, the console's listener).
+//! Plain values only: every layer reads the part it needs.
+
 use issuing_domain::catalog::Catalog;
 use issuing_domain::chain_deposit;
 use issuing_domain::webhooks::AllowedNetworks;
@@ -24,6 +28,13 @@ impl Mode {
         }
     }
 }
+
+/// The most connections served at once when the descriptor limit allows it.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Above the slowest legitimate request (a provider call is bounded at 10 s, database
+/// waits at 15 s).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Requests per second per API key: far above what an integration sends (its bursts
 /// fit in twice this), low enough that one key cannot take the whole server.
@@ -95,6 +106,19 @@ pub struct ConsoleListen {
 /// The sandbox's console address when none is set.
 pub const DEFAULT_CONSOLE_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8090);
+
+/// Failure injection and latency for tests and demos.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// Added to every provider call.
+    pub latency: Duration,
+    /// Every card creation is rejected (tests the refund path).
+    pub reject_card_create: bool,
+    /// Every topup is rejected.
+    pub reject_topup: bool,
+    /// The first N calls of this process fail transiently (tests the retry path).
+    pub transient_failures: u32,
+}
 
 /// Provider API keys by subprovider code. Debug never prints them.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -190,9 +214,9 @@ impl Default for ServerConfig {
             sandbox: SandboxConfig::default(),
             order_workers: 2,
             metrics_listen: None,
-            max_connections: crate::connections::DEFAULT_MAX_CONNECTIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             rate_limit: DEFAULT_RATE_LIMIT,
-            request_timeout: crate::pipeline::timeout::DEFAULT_REQUEST_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             tron: TronConfig::default(),
             console: None,
             retention: DEFAULT_RETENTION,

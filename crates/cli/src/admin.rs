@@ -258,7 +258,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             // gets the address that server shows.
             let config = settings::server_config_from_env(&file)?;
             prepare_deposit_key(&store, &master, config.mode, &config).await?;
-            let creds = issuing_server::projects::create_project(&store, &master, name).await?;
+            let creds = issuing_app::projects::create_project(&store, &master, name).await?;
             println!("{}", serde_json::to_string(&creds)?);
             ExitCode::SUCCESS
         }
@@ -283,16 +283,16 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             ExitCode::SUCCESS
         }
         AdminCommand::Project(ProjectCommand::Suspend { project }) => {
-            set_status(&store, &project, issuing_server::projects::SUSPENDED).await?
+            set_status(&store, &project, issuing_app::projects::SUSPENDED).await?
         }
         AdminCommand::Project(ProjectCommand::Resume { project }) => {
-            set_status(&store, &project, issuing_server::projects::ACTIVE).await?
+            set_status(&store, &project, issuing_app::projects::ACTIVE).await?
         }
         AdminCommand::Key(KeyCommand::Rotate { project, grace }) => {
             if grace > MAX_GRACE_SECS {
                 bail!("--grace must be at most {MAX_GRACE_SECS} seconds (90 days)");
             }
-            let rotated = issuing_server::projects::rotate_key(
+            let rotated = issuing_app::projects::rotate_key(
                 &store,
                 &master,
                 &project,
@@ -303,13 +303,13 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
             ExitCode::SUCCESS
         }
         AdminCommand::Key(KeyCommand::Revoke { key, force }) => {
-            let revoked = issuing_server::projects::revoke_key(&store, key.trim(), force).await?;
+            let revoked = issuing_app::projects::revoke_key(&store, key.trim(), force).await?;
             println!("{}", serde_json::to_string(&revoked)?);
             ExitCode::SUCCESS
         }
         AdminCommand::Key(KeyCommand::List { project }) => {
             let now = issuing_domain::time::now_micros();
-            for k in issuing_server::projects::list_keys(&store, &project).await? {
+            for k in issuing_app::projects::list_keys(&store, &project).await? {
                 println!(
                     "{}",
                     json!({
@@ -372,7 +372,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
                     subprovider,
                     public_url,
                 } => {
-                    let enrolled = issuing_server::provider::lithic::admin::enroll(
+                    let enrolled = issuing_app::provider::lithic::admin::enroll(
                         &store,
                         &master,
                         &config.catalog,
@@ -384,7 +384,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
                     println!("{enrolled}");
                 }
                 ProviderCommand::Status => {
-                    let all = issuing_server::provider::lithic::admin::status(
+                    let all = issuing_app::provider::lithic::admin::status(
                         &store,
                         &master,
                         &config.catalog,
@@ -400,7 +400,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
         }
         AdminCommand::VerifyLedger => {
             let problems =
-                issuing_server::ledger_check::verify(&store, issuing_store::audit::CLI).await?;
+                issuing_app::ledger_check::verify(&store, issuing_store::audit::CLI).await?;
             if problems.is_empty() {
                 println!("ledger ok");
                 ExitCode::SUCCESS
@@ -418,7 +418,7 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
 }
 
 async fn operator(store: &issuing_store::Store, cmd: OperatorCommand) -> anyhow::Result<ExitCode> {
-    use issuing_server::console::operators::{self, Role};
+    use issuing_console::operators::{self, Role};
     match cmd {
         OperatorCommand::Create {
             email,
@@ -464,11 +464,11 @@ async fn prepare_deposit_key(
     config: &issuing_server::ServerConfig,
 ) -> anyhow::Result<()> {
     let key =
-        issuing_server::deposits::keys::prepare(store, master, mode, config.tron.xpub.as_deref())
+        issuing_app::deposits::keys::prepare(store, master, mode, config.tron.xpub.as_deref())
             .await?;
     // Projects created while no key was known get their addresses now, as at a start.
     if let Some(key) = key {
-        issuing_server::deposits::keys::backfill(store, &key.xpub).await?;
+        issuing_app::deposits::keys::backfill(store, &key.xpub).await?;
     }
     Ok(())
 }
@@ -478,7 +478,7 @@ async fn set_status(
     project: &str,
     status: &str,
 ) -> anyhow::Result<ExitCode> {
-    let before = issuing_server::projects::set_project_status(store, project, status).await?;
+    let before = issuing_app::projects::set_project_status(store, project, status).await?;
     println!(
         "{}",
         json!({"project_id": project, "status": status, "previous_status": before})
@@ -491,17 +491,17 @@ async fn set_status(
 async fn demo_credentials(
     store: &issuing_store::Store,
     master: &issuing_server::MasterKey,
-) -> anyhow::Result<issuing_server::projects::NewProjectCredentials> {
-    if let Some(created) = issuing_server::projects::ensure_demo_project(
+) -> anyhow::Result<issuing_app::projects::NewProjectCredentials> {
+    if let Some(created) = issuing_app::projects::ensure_demo_project(
         store,
         master,
-        issuing_server::projects::DEMO_CREDIT,
+        issuing_app::projects::DEMO_CREDIT,
     )
     .await?
     {
         return Ok(created);
     }
-    let project_id = issuing_server::projects::demo_project_id(store)
+    let project_id = issuing_app::projects::demo_project_id(store)
         .await?
         .context("the database names no demo project")?;
     let mut conn = store.conn().await?;
@@ -510,9 +510,9 @@ async fn demo_credentials(
         .with_context(|| format!("the demo project {project_id} does not exist"))?;
     drop(conn);
     let rotated =
-        issuing_server::projects::rotate_key(store, master, &project_id, std::time::Duration::ZERO)
+        issuing_app::projects::rotate_key(store, master, &project_id, std::time::Duration::ZERO)
             .await?;
-    Ok(issuing_server::projects::NewProjectCredentials {
+    Ok(issuing_app::projects::NewProjectCredentials {
         project_id,
         api_key: rotated.api_key,
         api_secret: rotated.api_secret,

@@ -1,5 +1,6 @@
 use crate::settings::{self, GlobalArgs, ServerArgs};
-use issuing_server::{projects, Mode};
+use issuing_app::projects;
+use issuing_server::Mode;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -8,7 +9,7 @@ pub struct ServeArgs {
     server: ServerArgs,
 }
 
-use issuing_server::projects::DEMO_CREDIT;
+use issuing_app::projects::DEMO_CREDIT;
 
 pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let file = settings::load_file(global)?;
@@ -22,13 +23,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     );
 
     // Before the demo project, so that it is created with its derived deposit address.
-    issuing_server::deposits::keys::prepare(
-        &store,
-        &master,
-        config.mode,
-        config.tron.xpub.as_deref(),
-    )
-    .await?;
+    issuing_app::deposits::keys::prepare(&store, &master, config.mode, config.tron.xpub.as_deref())
+        .await?;
     // Production deployments create their projects with `issuing admin project create`.
     let demo = match config.mode {
         Mode::Sandbox => projects::ensure_demo_project(&store, &master, DEMO_CREDIT).await?,
@@ -46,9 +42,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
 
     // The sandbox's first run also creates the console's first admin.
     let console_admin = match (config.mode, config.console) {
-        (Mode::Sandbox, Some(_)) => {
-            issuing_server::console::operators::ensure_first_admin(&store).await?
-        }
+        (Mode::Sandbox, Some(_)) => issuing_console::operators::ensure_first_admin(&store).await?,
         _ => None,
     };
     if let Some(admin) = console_admin {

@@ -474,7 +474,7 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
         if s.latency_ms > 5_000 {
             bail!("sandbox.latency_ms must be at most 5000");
         }
-        config.sandbox = issuing_server::provider::sandbox::SandboxConfig {
+        config.sandbox = issuing_app::provider::sandbox::SandboxConfig {
             latency: Duration::from_millis(s.latency_ms),
             reject_card_create: s.reject_card_create,
             reject_topup: s.reject_topup,
@@ -530,8 +530,8 @@ fn console_listen(
     args: &ServerArgs,
     file: &FileConfig,
     mode: Mode,
-) -> anyhow::Result<Option<issuing_server::config::ConsoleListen>> {
-    use issuing_server::config::{ConsoleListen, DEFAULT_CONSOLE_LISTEN};
+) -> anyhow::Result<Option<issuing_app::config::ConsoleListen>> {
+    use issuing_app::config::{ConsoleListen, DEFAULT_CONSOLE_LISTEN};
     match args
         .console_listen
         .clone()
@@ -560,8 +560,8 @@ fn console_listen(
 pub fn provider_keys(
     catalog: &issuing_domain::catalog::Catalog,
     env: impl Fn(&str) -> Option<String>,
-) -> issuing_server::config::ProviderKeys {
-    let mut keys = issuing_server::config::ProviderKeys::default();
+) -> issuing_app::config::ProviderKeys {
+    let mut keys = issuing_app::config::ProviderKeys::default();
     for s in catalog.subproviders() {
         if let issuing_domain::catalog::ProviderKind::Lithic(l) = &s.kind {
             if let Some(key) = env(&l.api_key_env).filter(|k| !k.trim().is_empty()) {
@@ -576,14 +576,14 @@ pub fn provider_keys(
 fn tron_config(
     args: &ServerArgs,
     file: &TronFileConfig,
-) -> anyhow::Result<issuing_server::config::TronConfig> {
+) -> anyhow::Result<issuing_app::config::TronConfig> {
     let pick = |flag: &Option<String>, file: &Option<String>| {
         flag.clone()
             .or_else(|| file.clone())
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty())
     };
-    let mut tron = issuing_server::config::TronConfig::default();
+    let mut tron = issuing_app::config::TronConfig::default();
     if let Some(xpub) = pick(&args.tron_xpub, &file.xpub) {
         // Checked here so a bad key stops the start with a message naming the setting.
         issuing_domain::tron_hd::AccountXpub::parse(&xpub)
@@ -721,7 +721,7 @@ mod tests {
 
     #[test]
     fn console_is_on_in_the_sandbox_and_off_in_production_until_set() {
-        use issuing_server::config::ConsoleListen;
+        use issuing_app::config::ConsoleListen;
         let file = FileConfig::default();
         let c = server_config(&ServerArgs::default(), &file).unwrap();
         assert_eq!(

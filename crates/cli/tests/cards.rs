@@ -382,7 +382,7 @@ both_backends!(issue_flow_end_to_end, |t: TestServer| async move {
     assert!(card.issued_at.is_some() && card.activated_at.is_some() && card.frozen_at.is_none());
     let details = sdk.cards_details(&by_ada).await.unwrap();
     let pan = details.details.card_number.as_str();
-    assert!(issuing_server::provider::sandbox::luhn_valid(pan), "{pan}");
+    assert!(issuing_app::provider::sandbox::luhn_valid(pan), "{pan}");
     assert_eq!(card.label.as_deref().unwrap(), &pan[pan.len() - 4..]);
     assert_eq!(details.details.cvv.len(), 3);
     assert!(details.details.expiry_year >= 2026);
@@ -619,7 +619,7 @@ fn toml_from<T: serde::de::DeserializeOwned>(s: &str) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_failures_refund_or_retry() {
-    use issuing_server::provider::sandbox::SandboxConfig;
+    use issuing_app::provider::sandbox::SandboxConfig;
     for backend in [common::Backend::Sqlite, common::Backend::Postgres] {
         let config = ServerConfig {
             sandbox: SandboxConfig {

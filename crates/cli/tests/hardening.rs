@@ -724,7 +724,7 @@ fn base_body(path: &str, p: &mut Pool, rng: &mut StdRng) -> Value {
     }
 }
 
-/// Every POST /api/v2 route (crates/server/src/routes/mod.rs), simulate/* included.
+/// Every POST /api/v2 route (crates/api/src/routes/mod.rs), simulate/* included.
 const ENDPOINTS: &[&str] = &[
     "system/health",
     "system/time",

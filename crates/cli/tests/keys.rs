@@ -7,8 +7,8 @@ mod common;
 
 use common::receiver::{Behaviour, Receiver};
 use common::{api_error, Creds, TestServer};
+use issuing_app::projects::{self as admin, AdminError};
 use issuing_client::{CardsCreate, CardsFreeze, WhSubscribe};
-use issuing_server::projects::{self as admin, AdminError};
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
 use std::time::Duration;

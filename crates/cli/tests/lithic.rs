@@ -9,8 +9,8 @@ mod common;
 
 use common::lithic::{FakeLithic, Fault, Merchant, Sign};
 use common::{Backend, TestServer};
+use issuing_app::config::ProviderKeys;
 use issuing_domain::catalog::{Catalog, CatalogConfig};
-use issuing_server::config::ProviderKeys;
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -83,7 +83,7 @@ where
     let Some(t) = TestServer::start_with(backend, config(&fake)).await else {
         return;
     };
-    issuing_server::provider::lithic::admin::enroll(
+    issuing_app::provider::lithic::admin::enroll(
         &t.store,
         &t.master,
         &catalog(&fake.base),

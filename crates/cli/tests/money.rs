@@ -1312,7 +1312,7 @@ both_backends!(
         // From here on only a server whose provider always fails transiently runs.
         t.stop_server().await;
         let failing = issuing_server::ServerConfig {
-            sandbox: issuing_server::provider::sandbox::SandboxConfig {
+            sandbox: issuing_app::provider::sandbox::SandboxConfig {
                 transient_failures: u32::MAX,
                 ..Default::default()
             },

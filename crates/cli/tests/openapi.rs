@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// The router's source: its `.route("...")` paths are the routes.
-const ROUTES_SOURCE: &str = include_str!("../../server/src/routes/mod.rs");
+const ROUTES_SOURCE: &str = include_str!("../../api/src/routes/mod.rs");
 /// Routes outside `/api/v2`.
 const PLAIN_ROUTES: &[&str] = &["/health", "/ready", "/openapi.json"];
 

@@ -9,11 +9,11 @@ mod common;
 
 use common::receiver::Receiver;
 use common::{api_error, now_micros, Creds, TestServer};
+use issuing_app::provider::sandbox::SandboxConfig;
 use issuing_client::{
     CardholdersCreate, Cards3dsConfirm, CardsCreate, CardsFreeze, ClientError, Merchant,
     Simulate3ds, ThreeDsConfirmResponse, WhSubscribe,
 };
-use issuing_server::provider::sandbox::SandboxConfig;
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
 use std::time::Duration;

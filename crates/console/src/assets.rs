@@ -1,4 +1,4 @@
-//! The console's static files, embedded in the binary (`crates/server/assets/`):
+//! The console's static files, embedded in the binary (`crates/console/assets/`):
 //! nothing is fetched at build or run time.
 
 use super::view::ConsoleError;
@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Response};
 
 /// htmx 2.0.11 (`npm pack htmx.org@2.0.11`, `dist/htmx.min.js`); its SHA-256 is pinned
 /// in `assets/README.md` and checked by a test below.
-const HTMX: &[u8] = include_bytes!("../../assets/htmx.min.js");
-const SCRIPT: &[u8] = include_bytes!("../../assets/console.js");
-const STYLE: &[u8] = include_bytes!("../../assets/console.css");
-const FAVICON: &[u8] = include_bytes!("../../assets/favicon.svg");
+const HTMX: &[u8] = include_bytes!("../assets/htmx.min.js");
+const SCRIPT: &[u8] = include_bytes!("../assets/console.js");
+const STYLE: &[u8] = include_bytes!("../assets/console.css");
+const FAVICON: &[u8] = include_bytes!("../assets/favicon.svg");
 
 pub(crate) async fn serve(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
@@ -47,7 +47,7 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(hex, HTMX_SHA256);
-        let readme = include_str!("../../assets/README.md");
+        let readme = include_str!("../assets/README.md");
         assert!(readme.contains(HTMX_SHA256) && readme.contains("htmx.org@2.0.11"));
     }
 

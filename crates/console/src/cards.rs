@@ -13,10 +13,10 @@ use super::operators::Role;
 use super::session::{Act, NoFields};
 use super::view::{self, render, Ctx, PageResult};
 use super::{Console, ConsoleError, Op, PAGE_SIZE};
-use crate::flows::status::{self, Change};
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::Extension;
+use issuing_app::flows::status::{self, Change};
 use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::CardRecord;
 use issuing_store::console::{self as reads, CardQuery};
@@ -331,10 +331,10 @@ pub(crate) async fn simulate(
         "merchant": { "name": form.merchant, "mcc": form.mcc },
     });
     let applied = async {
-        let req: crate::routes::simulate::SimRequest = serde_json::from_value(body)
+        let req: issuing_app::network::simulate::SimRequest = serde_json::from_value(body)
             .map_err(|e| issuing_wire::ApiError::validation(e.to_string()))?;
-        let message = crate::routes::simulate::authorization(&req)?;
-        crate::network::apply(&console.app, &card.project_id, None, message).await
+        let message = issuing_app::network::simulate::authorization(&req)?;
+        issuing_app::network::apply(&console.app, &card.project_id, None, message).await
     }
     .await;
     let (result, back) = match applied {
@@ -385,7 +385,7 @@ pub(crate) async fn reveal(
         ));
     }
     let card = visible_card(&console, &op, &card_id).await?;
-    let opened = crate::flows::details::open(&console.app, &card).await;
+    let opened = issuing_app::flows::details::open(&console.app, &card).await;
     let result = opened
         .as_ref()
         .map(|_| "revealed".to_owned())

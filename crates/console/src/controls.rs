@@ -6,7 +6,7 @@
 
 use super::view;
 use super::ConsoleError;
-use crate::network::controls::compile;
+use issuing_app::network::controls::compile;
 use issuing_domain::controls::rules::Mode;
 use issuing_store::card_txs::CardTxRecord;
 use issuing_store::cards::CardRecord;
@@ -65,7 +65,7 @@ fn limit_words(amount: Option<String>, count: Option<u64>) -> String {
 /// The card's limits and their usage now, exactly as `cards/limits/get` answers them.
 pub(crate) async fn card_limits(conn: &mut Conn, card: &CardRecord) -> LimitsView {
     let now = issuing_domain::time::now_micros();
-    match crate::routes::limits::view(conn, card, now).await {
+    match issuing_app::network::limits::view(conn, card, now).await {
         Ok(l) => LimitsView {
             timezone: l.timezone,
             error: None,

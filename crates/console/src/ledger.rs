@@ -147,7 +147,7 @@ pub(crate) async fn verify(
 ) -> PageResult {
     let result = {
         let _one_at_a_time = console.verifying.lock().await;
-        crate::ledger_check::verify(&console.app.store, &op.email).await?
+        issuing_app::ledger_check::verify(&console.app.store, &op.email).await?
     };
     let outcome = if result.is_empty() {
         Ok("Ledger ok: every transfer balances and every balance matches its entries.".to_owned())

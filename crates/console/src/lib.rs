@@ -1,7 +1,7 @@
 //! The operator console (CONTRACT §12): server-rendered pages on a listener of their
 //! own, for the people who run the service.
 //!
-//! - Pages are askama templates (`crates/server/templates/console/`), checked at compile
+//! - Pages are askama templates (`templates/console/`), checked at compile
 //!   time and HTML-escaped; htmx (vendored, `assets/`) refreshes live regions every 10 s
 //!   while the page is visible. No inline script or style: the CSP forbids both.
 //! - Every action is a POST form that goes through the code the API and the CLI use
@@ -9,6 +9,9 @@
 //!   `ledger_check`), and appends an audit row.
 //! - `session.rs` is login, sessions, CSRF and roles; `security.rs` the headers and the
 //!   cross-origin refusal; one file per page group beside them.
+//!
+//! It may use the core (`issuing-app`), the store, the domain and the wire types, never
+//! the HTTP API's crate; `issuing-server` serves its router on the console's listener.
 
 mod assets;
 mod audit;
@@ -19,6 +22,7 @@ mod controls;
 mod deposits;
 mod ledger;
 pub mod operators;
+mod operators_page;
 mod orders;
 mod overview;
 mod projects;
@@ -27,14 +31,12 @@ mod session;
 mod view;
 mod webhooks;
 
-use crate::state::AppState;
-use crate::Mode;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Router};
+use issuing_app::{App, Mode};
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex, Semaphore};
 
 pub(crate) use session::Op;
@@ -46,7 +48,7 @@ const PAGE_SIZE: i64 = 50;
 /// flood of logins queues here instead of exhausting memory or both cores.
 const MAX_HASHING: usize = 2;
 /// Connections the console serves at once: a handful of people use it.
-const MAX_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = 64;
 /// How often expired sessions and stale login failures are deleted.
 const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -55,7 +57,7 @@ const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 pub(crate) struct Console(Arc<Inner>);
 
 pub(crate) struct Inner {
-    pub app: AppState,
+    pub app: App,
     pub chart: chart::Cache,
     pub card_counts: card_counts::Cache,
     pub hashing: Semaphore,
@@ -71,7 +73,7 @@ impl std::ops::Deref for Console {
 }
 
 impl Console {
-    pub fn new(app: AppState) -> Console {
+    pub fn new(app: App) -> Console {
         Console(Arc::new(Inner {
             app,
             chart: chart::Cache::default(),
@@ -86,15 +88,15 @@ impl Console {
     }
 }
 
-/// Serves the console on `listener` until `shutdown`.
-pub(crate) async fn serve(listener: TcpListener, app: AppState, shutdown: watch::Receiver<bool>) {
+/// The console's router for `app`, and the task that deletes expired sessions until
+/// `shutdown` (the caller aborts it once the listener has stopped).
+pub fn start(app: App, shutdown: watch::Receiver<bool>) -> (Router, tokio::task::JoinHandle<()>) {
     let console = Console::new(app);
-    let purge = tokio::spawn(session::purge_loop(console.clone(), shutdown.clone()));
-    crate::connections::serve(listener, router(console), MAX_CONNECTIONS, shutdown).await;
-    purge.abort();
+    let purge = tokio::spawn(session::purge_loop(console.clone(), shutdown));
+    (router(console), purge)
 }
 
-pub(crate) fn router(console: Console) -> Router {
+fn router(console: Console) -> Router {
     let mut signed_in = Router::new()
         .route("/console/", get(overview::page))
         .route("/console/projects", get(projects::list))
@@ -134,7 +136,7 @@ pub(crate) fn router(console: Console) -> Router {
         .route("/console/ledger/verify", post(ledger::verify))
         .route("/console/deposits", get(deposits::list))
         .route("/console/audit", get(audit::list))
-        .route("/console/operators", get(operators::page))
+        .route("/console/operators", get(operators_page::page))
         .route("/console/logout", post(session::logout));
     // CONTRACT §7 and §12: simulation exists only in the sandbox.
     if console.sandbox() {
@@ -158,7 +160,6 @@ pub(crate) fn router(console: Console) -> Router {
         .merge(signed_in)
         .layer(middleware::from_fn(security::refuse_cross_origin))
         .layer(middleware::from_fn(security::headers))
-        .layer(middleware::from_fn(crate::pipeline::request_id_layer))
         .with_state(console)
 }
 

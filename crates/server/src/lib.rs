@@ -1,30 +1,12 @@
-//! The HTTP layer and background workers of the issuing service.
+//! One `issuing serve` process, assembled: the core's services and background workers
+//! (`issuing-app`), the HTTP API (`issuing-api`), the operator console
+//! (`issuing-console`) and the metrics, each on its own listener, and the order in which
+//! they stop.
 //!
-//! A request passes, in order: the body limit, the envelope layer (API key lookup,
-//! envelope open, timestamp window, replay guard; seals the response), then the router.
-//! Handlers receive the authenticated project and typed plaintext requests and return
-//! typed results or an `ApiError`; they never see ciphertext.
+//! It holds no behaviour of its own beyond starting and stopping them; the CLI
+//! (`crates/cli`) fills a `ServerConfig` and calls `start`.
 
-mod batch_writer;
-pub mod config;
-mod connections;
-pub mod console;
-pub mod deposits;
-mod flows;
-pub mod ledger_check;
-pub mod master_key;
-mod metrics;
-mod network;
-mod pipeline;
-pub mod projects;
-pub mod provider;
-mod replay;
-mod routes;
-mod server;
-mod state;
-mod webhooks;
-mod workers;
+mod start;
 
-pub use config::{Mode, ServerConfig};
-pub use master_key::MasterKey;
-pub use server::{start, RunningServer, StopSignal};
+pub use issuing_app::{MasterKey, Mode, ServerConfig};
+pub use start::{start, RunningServer, StopSignal};

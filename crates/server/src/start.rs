@@ -1,18 +1,10 @@
-use crate::provider::sandbox::SandboxProvider;
-use crate::provider::unconfigured::UnconfiguredProvider;
-use crate::provider::{Provider, Providers};
-use crate::state::AppState;
-use crate::{routes, workers, MasterKey, Mode, ServerConfig};
-use issuing_store::group_commit::GroupCommit;
+use axum::middleware;
+use issuing_api::ApiState;
+use issuing_app::{App, MasterKey, ServerConfig};
 use issuing_store::Store;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::{watch, Notify};
-
-/// Upper bound on order workers per process: each holds a database connection.
-const MAX_ORDER_WORKERS: usize = 8;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// A server listening and its workers running. Dropping it aborts everything at once,
@@ -32,7 +24,7 @@ pub struct RunningServer {
     /// Workers cut short what they hold and hand their claims back.
     hand_back: watch::Sender<bool>,
     tasks: JoinSet<()>,
-    replay: crate::replay::ReplayGuard,
+    api: ApiState,
     drain_timeout: Duration,
 }
 
@@ -66,124 +58,27 @@ pub async fn start(
     let (hand_back, hand_back_rx) = watch::channel(false);
     let (stop_http, http_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    let builtin: Arc<dyn Provider> = match config.mode {
-        Mode::Sandbox => Arc::new(SandboxProvider::new(store.clone(), config.sandbox.clone())),
-        Mode::Production => Arc::new(UnconfiguredProvider),
-    };
-    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
-    let providers = Providers::new(
-        builtin,
-        &config.catalog,
-        &config.provider_keys,
-        &crate::provider::lithic::Deps {
-            store: store.clone(),
-            master: master.clone(),
-            metrics: metrics.clone(),
-        },
-    )?;
-    if config.mode == Mode::Production
-        && config
-            .catalog
-            .subproviders()
-            .iter()
-            .any(|s| providers.lithic(&s.code).is_none())
-    {
-        tracing::warn!(
-            "production mode: subproviders of kind sandbox have no card provider; their card operations will fail"
-        );
-    }
-    let workers = config.order_workers.clamp(1, MAX_ORDER_WORKERS);
-    let deposit_key =
-        crate::deposits::keys::prepare(&store, &master, config.mode, config.tron.xpub.as_deref())
-            .await?;
-    crate::deposits::keys::announce(deposit_key.as_ref());
-    if let Some(key) = &deposit_key {
-        crate::deposits::keys::backfill(&store, &key.xpub).await?;
-    }
-    let decision_http = crate::webhooks::http::client(
-        config.mode,
-        std::time::Duration::from_millis(u64::from(
-            issuing_domain::controls::decision::MAX_TIMEOUT_MS,
-        )),
-        &config.webhook_allowed_networks,
-    )?;
-    let orders_wakeup = Arc::new(Notify::new());
-    let deliveries_wakeup = Arc::new(Notify::new());
-    let born = Arc::<crate::workers::born::Born>::default();
-    let master_writer = crate::flows::master_writer::MasterWriter::start(
-        store.clone(),
-        orders_wakeup.clone(),
-        deliveries_wakeup.clone(),
-        born.clone(),
-    );
-    let controls = Arc::new(crate::network::controls::ControlsCache::default());
-    let auth_writer = crate::network::auth_writer::AuthWriter::start(
-        store.clone(),
-        controls.clone(),
-        config.hold_expiry,
-        crate::batch_writer::Wakeups {
-            orders: orders_wakeup.clone(),
-            deliveries: deliveries_wakeup.clone(),
-        },
-    );
-    let state = AppState::new(crate::state::Shared {
-        store: store.clone(),
-        master,
-        config: Arc::new(config),
-        providers,
-        orders_wakeup,
-        born,
-        deliveries_wakeup,
-        master_writer,
-        rate_limiter: Arc::default(),
-        metrics,
-        deposit_key: deposit_key.map(Arc::new),
-        keys: Arc::default(),
-        replay: crate::replay::ReplayGuard::start(&store, rx.clone()).await?,
-        auth_writer,
-        user_writer: crate::flows::user_writer::UserWriter::start(store.clone()),
-        issue_writer: crate::workers::issued::IssueWriter::start(store.clone()),
-        decisions: GroupCommit::start(store.clone(), "decisions"),
-        webhook_outcomes: crate::workers::outcomes::OutcomeWriter::start(store.clone()),
-        decision_http,
-    });
-    for _ in 0..workers {
-        tasks.spawn(workers::orders::run(
-            state.clone(),
-            rx.clone(),
-            hand_back_rx.clone(),
-        ));
-    }
-    tasks.spawn(workers::deliveries::run(
-        state.clone(),
-        rx.clone(),
-        hand_back_rx,
-    ));
-    tasks.spawn(workers::holds::run(state.clone(), rx.clone()));
-    if state.config.tron.api_url.is_some() {
-        tasks.spawn(workers::chain::run(state.clone(), rx.clone()));
-    } else {
-        tracing::info!("ISSUING_TRON_API_URL is not set: no chain watcher (deposits come from admin deposit, and simulate/project/deposit in the sandbox)");
-    }
-    if store.backend() == issuing_store::Backend::Postgres {
-        tasks.spawn(workers::wakeup::listen(state.clone(), rx.clone()));
-    }
-    let app = routes::router(state.clone());
-    let max_connections = state.config.max_connections;
+    let app = App::start(store, master, config).await?;
+    let api = ApiState::start(app.clone(), rx.clone()).await?;
+    issuing_app::spawn_workers(&app, &mut tasks, &rx, &hand_back_rx);
     let mut http = JoinSet::new();
-    http.spawn(crate::connections::serve(
+    http.spawn(issuing_api::connections::serve(
         listener,
-        app,
-        max_connections,
+        issuing_api::router(api.clone()),
+        app.config.max_connections,
         http_rx,
     ));
     if let Some(listener) = metrics_listener {
-        tasks.spawn(crate::metrics::serve(listener, state.clone(), rx.clone()));
+        tasks.spawn(issuing_api::metrics::serve(
+            listener,
+            app.clone(),
+            api.metrics.clone(),
+            rx.clone(),
+        ));
     }
     if let Some(listener) = console_listener {
-        tasks.spawn(crate::console::serve(listener, state.clone(), rx.clone()));
+        tasks.spawn(serve_console(listener, app.clone(), rx));
     }
-    tasks.spawn(workers::cleanup::run(state.clone(), rx));
     tracing::info!(%addr, "listening");
     if let Some(metrics_addr) = metrics_addr {
         tracing::info!(%metrics_addr, "metrics listening (GET /metrics)");
@@ -200,15 +95,28 @@ pub async fn start(
         shutdown,
         hand_back,
         tasks,
-        replay: state.replay.clone(),
-        drain_timeout: state.config.drain_timeout,
+        api: api.clone(),
+        drain_timeout: app.config.drain_timeout,
     })
+}
+
+/// Serves the console on `listener` until `shutdown`, every answer with a request id.
+async fn serve_console(
+    listener: tokio::net::TcpListener,
+    app: App,
+    shutdown: watch::Receiver<bool>,
+) {
+    let (router, purge) = issuing_console::start(app, shutdown.clone());
+    let router = router.layer(middleware::from_fn(issuing_api::request_id_layer));
+    issuing_api::connections::serve(listener, router, issuing_console::MAX_CONNECTIONS, shutdown)
+        .await;
+    purge.abort();
 }
 
 /// The console's listener; an optional (default) address that is taken means no
 /// console, with a warning, rather than no server.
 async fn bind_console(
-    console: Option<crate::config::ConsoleListen>,
+    console: Option<issuing_app::config::ConsoleListen>,
 ) -> anyhow::Result<Option<tokio::net::TcpListener>> {
     let Some(c) = console else {
         return Ok(None);
@@ -264,7 +172,7 @@ impl RunningServer {
                 while self.tasks.join_next().await.is_some() {}
             }
         }
-        match self.replay.hand_over().await {
+        match self.api.hand_over().await {
             Ok(n) => tracing::info!(handed_over = n, "stopped"),
             Err(e) => tracing::error!(
                 error = %e,

@@ -31,8 +31,6 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const PRESSED_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Descriptors kept free for the database pool, the listener, log and key files.
 const RESERVED_DESCRIPTORS: u64 = 64;
-/// The most connections served at once when the descriptor limit allows it.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Largest request head (request line and headers) read; longer ones are answered 431.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
@@ -50,7 +48,7 @@ pub(crate) fn connection_limit(wanted: usize) -> usize {
 
 /// Serves `app` on `listener` until `shutdown` turns true; then stops accepting and
 /// lets open connections finish their requests.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     app: Router,
     max_connections: usize,

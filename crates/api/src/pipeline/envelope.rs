@@ -5,7 +5,7 @@ use super::extract::{Caller, Plaintext};
 use super::key_cache::CachedKey;
 use super::reply::error_response;
 use crate::replay::{Admission, Ticket};
-use crate::state::AppState;
+use crate::ApiState;
 use axum::body::Body;
 use axum::extract::{OriginalUri, Request, State};
 use axum::http::{header, HeaderValue};
@@ -47,7 +47,7 @@ const READ_ONLY_PATHS: &[&str] = &[
 const UNTIMED_PATHS: &[&str] = &["/api/v2/system/time"];
 
 pub(crate) async fn envelope_layer(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -67,16 +67,16 @@ pub(crate) async fn envelope_layer(
             let writing = if read_only {
                 None
             } else {
-                state.store.writing()
+                state.app.store.writing()
             };
             let response = match refused {
                 Some(e) => error_response(&e),
                 None => next.run(req).await,
             };
             let mut synced = if read_only {
-                state.store.sync_read().await
+                state.app.store.sync_read().await
             } else {
-                state.store.sync().await
+                state.app.store.sync().await
             };
             drop(writing);
             // The replay guard's row too (PostgreSQL: it committed without waiting for
@@ -116,7 +116,7 @@ fn plain(slug: ErrorSlug, message: &str) -> ApiError {
 /// The opened request, its key, and the ticket of its replay guard row if the answer
 /// must wait for that row to be durable.
 async fn open_request(
-    state: &AppState,
+    state: &ApiState,
     req: Request,
 ) -> Result<(Request, Key, Option<Ticket>), ApiError> {
     let declared = req
@@ -124,7 +124,7 @@ async fn open_request(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > state.config.max_body_bytes) {
+    if declared.is_some_and(|n| n > state.app.config.max_body_bytes) {
         return Err(plain(ErrorSlug::PayloadTooLarge, "Request body too large"));
     }
     let api_key = req
@@ -151,7 +151,7 @@ async fn open_request(
     let key = cached.key;
 
     let (mut parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, state.config.max_body_bytes)
+    let bytes = axum::body::to_bytes(body, state.app.config.max_body_bytes)
         .await
         .map_err(|e| {
             // Over the limit is 413; a body that breaks off or is malformed (bad
@@ -218,17 +218,17 @@ async fn open_request(
 }
 
 /// The project and unsealed key behind `api_key`, from the cache or the database.
-async fn lookup_key(state: &AppState, api_key: &str) -> Result<CachedKey, ApiError> {
+async fn lookup_key(state: &ApiState, api_key: &str) -> Result<CachedKey, ApiError> {
     let now = Instant::now();
     if let Some(hit) = state.keys.get(api_key, now) {
         return Ok(hit);
     }
     let record = {
-        let mut conn = state.store.conn().await?;
+        let mut conn = state.app.store.conn().await?;
         projects::find_api_key(&mut conn, api_key).await?
     }
     .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?;
-    let secret = state.master.open_secret(&record.secret_enc).ok_or_else(|| {
+    let secret = state.app.master.open_secret(&record.secret_enc).ok_or_else(|| {
         tracing::error!(project_id = %record.project_id, "API secret cannot be decrypted with the master key");
         plain(
             ErrorSlug::ApiKeyInvalid,
@@ -265,7 +265,7 @@ fn out_of_window_message(ts: i64, now: i64, window: i64) -> String {
 }
 
 async fn check_timestamp(
-    state: &AppState,
+    state: &ApiState,
     api_key: &str,
     path: &str,
     request: &Value,
@@ -290,7 +290,7 @@ async fn check_timestamp(
         )
     })?;
 
-    let window = i64::try_from(state.config.timestamp_window.as_micros()).unwrap_or(i64::MAX);
+    let window = i64::try_from(state.app.config.timestamp_window.as_micros()).unwrap_or(i64::MAX);
     let now = now_micros();
     if ts.abs_diff(now) > window.unsigned_abs() {
         return Err(ApiError::new(

@@ -1,77 +1,16 @@
-//! Idempotent execution of money-moving requests (CONTRACT §5).
+//! Idempotency keys as the API takes them (CONTRACT §5): from the `Idempotency-Key`
+//! header or the `idempotency_key` field, and a stored answer sent again. The claim
+//! and the stored answer are the core's (`issuing_app::idempotency`).
 
 use super::reply::HttpError;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use issuing_domain::time::now_micros;
-use issuing_store::idempotency::{self, Claim, Key};
-use issuing_store::{Conn, Store, StoreError};
+use issuing_app::idempotency::{self, Answer, IdempotencyToken};
+use issuing_store::{Store, StoreError};
 use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use std::time::Duration;
 
-/// Spec: a key stays valid for 7 days.
-const KEY_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
-/// The same, in the store's microseconds.
-pub(crate) const KEY_TTL_MICROS: i64 = 7 * 24 * 3600 * 1_000_000;
-/// How long a claim protects a request still executing. Longer than any request may
-/// take; after it a crashed request's key can be taken over.
-const CLAIM_TTL: Duration = Duration::from_secs(60);
 const MAX_KEY_LEN: usize = 255;
-
-/// A claimed idempotency key, handed to the flow so it can store its response in the
-/// transaction that makes its change.
-#[derive(Clone)]
-pub(crate) struct IdempotencyToken {
-    project_id: String,
-    endpoint: &'static str,
-    key: String,
-    hash: String,
-}
-
-impl IdempotencyToken {
-    /// The key of `request` for `endpoint` (its hash leaves out the timestamp and key).
-    pub(crate) fn new(
-        project_id: &str,
-        endpoint: &'static str,
-        key: String,
-        request: &Value,
-    ) -> Self {
-        IdempotencyToken {
-            project_id: project_id.to_owned(),
-            endpoint,
-            key,
-            hash: request_hash(request),
-        }
-    }
-
-    pub(crate) fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The project and endpoint the key belongs to.
-    pub(crate) fn scope(&self) -> (&str, &'static str) {
-        (&self.project_id, self.endpoint)
-    }
-
-    pub(crate) fn hash(&self) -> &str {
-        &self.hash
-    }
-
-    pub(crate) fn as_key(&self) -> Key<'_> {
-        Key {
-            project_id: &self.project_id,
-            endpoint: self.endpoint,
-            key: &self.key,
-            request_hash: &self.hash,
-        }
-    }
-
-    pub async fn complete(&self, conn: &mut Conn, body: &Value) -> Result<(), StoreError> {
-        idempotency::complete(conn, &self.as_key(), 200, &body.to_string()).await
-    }
-}
 
 /// Reads the key from the `Idempotency-Key` header or the `idempotency_key` field; both
 /// may be sent but must then agree.
@@ -116,21 +55,7 @@ pub(crate) fn key_from(headers: &HeaderMap, req: &Value) -> Result<String, ApiEr
     Ok(key)
 }
 
-/// The parameters that must match on a retry: the request without its timestamp and key.
-fn request_hash(req: &Value) -> String {
-    let mut params = req.clone();
-    if let Some(obj) = params.as_object_mut() {
-        obj.remove("request_timestamp");
-        obj.remove("idempotency_key");
-    }
-    // serde_json's map keeps keys sorted, so equal objects serialise equally.
-    let digest = Sha256::digest(params.to_string().as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Runs `work` at most once per (project, endpoint, key). A finished key answers its
-/// stored response; a key still executing or used with other parameters answers 400
-/// `idempotency_conflict`; a failed request releases the key for a corrected retry.
+/// `issuing_app::idempotency::run`, answered over HTTP.
 pub(crate) async fn run<F, Fut>(
     store: &Store,
     project_id: &str,
@@ -143,37 +68,9 @@ where
     F: FnOnce(IdempotencyToken) -> Fut,
     Fut: std::future::Future<Output = Result<Value, ApiError>>,
 {
-    let token = IdempotencyToken::new(project_id, endpoint, key, req);
-    let now = now_micros();
-    let micros = |d: Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
-    let claim = {
-        let mut tx = store.begin().await?;
-        let claim = idempotency::claim(
-            &mut tx,
-            &token.as_key(),
-            now,
-            now + micros(CLAIM_TTL),
-            now + micros(KEY_TTL),
-        )
-        .await?;
-        tx.commit().await.map_err(StoreError::from)?;
-        claim
-    };
-    match claim {
-        Claim::Acquired => {}
-        Claim::Done { status, body } => return stored_response(status, &body),
-        refused => return Err(conflict(&refused).into()),
-    }
-    let kept = token.clone();
-    match work(token).await {
-        Ok(body) => Ok(axum::Json(body).into_response()),
-        Err(e) => {
-            let mut conn = store.conn().await?;
-            if let Err(release_err) = idempotency::release(&mut conn, &kept.as_key()).await {
-                tracing::warn!(error = %release_err, "could not release idempotency key; it expires on its own");
-            }
-            Err(e.into())
-        }
+    match idempotency::run(store, project_id, endpoint, key, req, work).await? {
+        Answer::Fresh(body) => Ok(axum::Json(body).into_response()),
+        Answer::Stored { status, body } => stored_response(status, &body),
     }
 }
 
@@ -185,17 +82,6 @@ pub(crate) fn stored_response(status: i64, body: &str) -> Result<Response, HttpE
         .unwrap_or(StatusCode::OK);
     let body: Value = serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok((status, axum::Json(body)).into_response())
-}
-
-/// Why a key that is not free refuses a request: still executing, or other parameters.
-pub(crate) fn conflict(claim: &Claim) -> ApiError {
-    let message = match claim {
-        Claim::ParametersDiffer => "This idempotency key was used with different parameters",
-        Claim::Acquired | Claim::InProgress | Claim::Done { .. } => {
-            "A request with this idempotency key is still in progress"
-        }
-    };
-    ApiError::new(ErrorSlug::IdempotencyConflict, message)
 }
 
 #[cfg(test)]

@@ -14,4 +14,4 @@ pub(crate) mod timeout;
 pub(crate) use envelope::envelope_layer;
 pub(crate) use extract::{Caller, Payload, RawRequest};
 pub(crate) use reply::{reply, ApiResult, HttpError};
-pub(crate) use request_id::request_id_layer;
+pub use request_id::request_id_layer;

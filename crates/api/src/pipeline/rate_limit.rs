@@ -7,7 +7,7 @@
 //! is full, buckets idle long enough to be full again are dropped first.
 
 use super::reply::error_response;
-use crate::state::AppState;
+use crate::ApiState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
@@ -72,11 +72,11 @@ impl RateLimiter {
 }
 
 pub(crate) async fn rate_limit_layer(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     req: Request,
     next: Next,
 ) -> Response {
-    let rate = state.config.rate_limit;
+    let rate = state.app.config.rate_limit;
     if rate > 0 {
         if let Some(key) = req.headers().get("API-KEY").and_then(|v| v.to_str().ok()) {
             if let Err(wait) = state.rate_limiter.take(key.trim(), rate, Instant::now()) {

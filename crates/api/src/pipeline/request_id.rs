@@ -28,7 +28,7 @@ fn generate() -> HeaderValue {
     HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("req_unknown"))
 }
 
-pub(crate) async fn request_id_layer(mut req: Request, next: Next) -> Response {
+pub async fn request_id_layer(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
         .get(&X_REQUEST_ID)

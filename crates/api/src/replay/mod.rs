@@ -16,6 +16,7 @@ mod memory;
 pub(crate) use durable::Ticket;
 
 use issuing_store::{Backend, Store, StoreError};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// The guard's answer for one request.
@@ -37,11 +38,19 @@ pub(crate) enum ReplayGuard {
 }
 
 impl ReplayGuard {
-    /// Starts the guard's background tasks; they stop when `shutdown` flips.
-    pub async fn start(store: &Store, shutdown: watch::Receiver<bool>) -> Result<Self, StoreError> {
+    /// Starts the guard's background tasks; they stop when `shutdown` flips. The memory
+    /// guard forgets what has left the window every `purge_every` (the cleanup worker
+    /// purges the table's rows at the same pace).
+    pub async fn start(
+        store: &Store,
+        shutdown: watch::Receiver<bool>,
+        purge_every: Duration,
+    ) -> Result<Self, StoreError> {
         Ok(match store.backend() {
             Backend::Sqlite => {
-                ReplayGuard::Memory(memory::MemoryGuard::start(store.clone(), shutdown).await?)
+                let guard = memory::MemoryGuard::start(store.clone(), shutdown.clone()).await?;
+                tokio::spawn(purge_loop(guard.clone(), purge_every, shutdown));
+                ReplayGuard::Memory(guard)
             }
             Backend::Postgres => {
                 ReplayGuard::Database(batch::Batcher::start(store.clone(), shutdown))
@@ -96,12 +105,20 @@ impl ReplayGuard {
             ReplayGuard::Database(_) => Ok(0),
         }
     }
+}
 
-    /// Forgets entries whose timestamps have left the window (memory guard only; the
-    /// cleanup worker purges the table).
-    pub fn purge(&self, now: i64) {
-        if let ReplayGuard::Memory(g) = self {
-            g.purge(now);
+/// Forgets the memory guard's entries whose timestamps have left the window, every
+/// `every`, until `shutdown`.
+async fn purge_loop(
+    guard: std::sync::Arc<memory::MemoryGuard>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
         }
+        guard.purge(issuing_domain::time::now_micros());
     }
 }

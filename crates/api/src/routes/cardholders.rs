@@ -1,8 +1,8 @@
 use super::filters;
-use crate::flows::kyc;
 use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::flows::kyc;
+use issuing_app::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::kyc::{parse_kyc, KycState};
 use issuing_domain::time::{now_micros, to_rfc3339};
@@ -55,7 +55,7 @@ fn subprovider_of(code: Option<String>, legacy: Option<String>) -> Option<String
 }
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<CreateRequest>,
 ) -> ApiResult<Cardholder> {
@@ -168,7 +168,7 @@ pub(crate) struct GetRequest {
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<GetRequest>,
 ) -> ApiResult<Cardholder> {
@@ -197,7 +197,7 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn find(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<Cardholder>> {

@@ -1,14 +1,15 @@
 use super::filters;
-use crate::flows::master_writer::Answer;
-use crate::flows::status::{self, Change};
-use crate::flows::topup::MoveRequest;
-use crate::flows::{card_for_user, details, issue, kyc, required_user, topup};
 use crate::pipeline::idempotency;
 use crate::pipeline::{reply, ApiResult, Caller, HttpError, Payload, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use issuing_app::flows::master_writer::Answer;
+use issuing_app::flows::status::{self, Change};
+use issuing_app::flows::topup::MoveRequest;
+use issuing_app::flows::{card_for_user, details, issue, kyc, required_user, topup};
+use issuing_app::idempotency::IdempotencyToken;
+use issuing_app::App;
 use issuing_domain::catalog::Product;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::cards::{self, CardFilter, CardRecord, SORT_KEYS};
@@ -53,7 +54,7 @@ async fn view(conn: &mut Conn, c: CardRecord) -> Result<Card, StoreError> {
 }
 
 async fn load(
-    state: &AppState,
+    state: &App,
     caller: &Caller,
     r: &CardRef,
 ) -> Result<(CardRecord, impl std::ops::DerefMut<Target = Conn>), ApiError> {
@@ -65,7 +66,7 @@ async fn load(
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(r): Payload<CardRef>,
 ) -> ApiResult<Card> {
@@ -74,7 +75,7 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn balance(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(r): Payload<CardRef>,
 ) -> ApiResult<CardBalanceResponse> {
@@ -101,7 +102,7 @@ const SANDBOX_BILLING_ADDRESS: fn() -> serde_json::Value = || {
 };
 
 pub(crate) async fn details(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(r): Payload<CardRef>,
 ) -> ApiResult<serde_json::Value> {
@@ -143,7 +144,7 @@ pub(crate) async fn details(
 }
 
 pub(crate) async fn find(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<Card>> {
@@ -176,7 +177,7 @@ pub(crate) async fn find(
 }
 
 async fn change(
-    state: AppState,
+    state: App,
     caller: Caller,
     r: CardsFreeze,
     c: Change,
@@ -196,7 +197,7 @@ async fn change(
 }
 
 pub(crate) async fn freeze(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(r): Payload<CardsFreeze>,
 ) -> ApiResult<CardStatusResponse> {
@@ -204,7 +205,7 @@ pub(crate) async fn freeze(
 }
 
 pub(crate) async fn unfreeze(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(r): Payload<CardsFreeze>,
 ) -> ApiResult<CardStatusResponse> {
@@ -212,14 +213,14 @@ pub(crate) async fn unfreeze(
 }
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     headers: HeaderMap,
     RawRequest(raw): RawRequest,
     Payload(req): Payload<issue::IssueRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
-    let token = idempotency::IdempotencyToken::new(&caller.project_id, issue::ENDPOINT, key, &raw);
+    let token = IdempotencyToken::new(&caller.project_id, issue::ENDPOINT, key, &raw);
     answer(issue::create(&state, &caller.project_id, req, token).await?)
 }
 
@@ -235,14 +236,14 @@ fn answer(answer: Answer) -> Result<Response, HttpError> {
 }
 
 pub(crate) async fn topup(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     headers: HeaderMap,
     RawRequest(raw): RawRequest,
     Payload(req): Payload<MoveRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
-    let token = idempotency::IdempotencyToken::new(&caller.project_id, topup::ENDPOINT, key, &raw);
+    let token = IdempotencyToken::new(&caller.project_id, topup::ENDPOINT, key, &raw);
     match topup::topup(&state, &caller.project_id, req, token).await? {
         Answer::Created(body) => Ok(axum::response::IntoResponse::into_response(axum::Json(
             body,
@@ -252,7 +253,7 @@ pub(crate) async fn topup(
 }
 
 pub(crate) async fn withdraw(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     headers: HeaderMap,
     RawRequest(raw): RawRequest,
@@ -271,11 +272,11 @@ pub(crate) async fn withdraw(
 }
 
 pub(crate) async fn close(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     headers: HeaderMap,
     RawRequest(raw): RawRequest,
-    Payload(req): Payload<crate::flows::close::CloseRequest>,
+    Payload(req): Payload<issuing_app::flows::close::CloseRequest>,
 ) -> Result<Response, HttpError> {
     let key = idempotency::key_from(&headers, &raw)?;
     idempotency::run(
@@ -284,7 +285,7 @@ pub(crate) async fn close(
         "cards/close",
         key,
         &raw,
-        |token| crate::flows::close::close(&state, &caller.project_id, req, token),
+        |token| issuing_app::flows::close::close(&state, &caller.project_id, req, token),
     )
     .await
 }
@@ -314,10 +315,7 @@ fn product_view(p: &Product) -> issuing_wire::api::Product {
     }
 }
 
-pub(crate) async fn products(
-    State(state): State<AppState>,
-    _caller: Caller,
-) -> ApiResult<ProductList> {
+pub(crate) async fn products(State(state): State<App>, _caller: Caller) -> ApiResult<ProductList> {
     let items: Vec<_> = state
         .catalog()
         .products()
@@ -333,7 +331,7 @@ pub(crate) async fn products(
 /// cards/txs: the card's transactions in the `card_transaction` webhook shape, newest
 /// change first; `slug` filters on `card_tx_data.type`.
 pub(crate) async fn txs(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(raw): RawRequest,
 ) -> ApiResult<Page<serde_json::Value>> {
@@ -363,7 +361,7 @@ pub(crate) async fn txs(
     .await?;
     let items = items
         .iter()
-        .map(|t| crate::network::view::item(t, &card))
+        .map(|t| issuing_app::network::view::item(t, &card))
         .collect();
     Ok(reply(Page::new(items, total, &page)))
 }

@@ -4,10 +4,10 @@
 //! next authorization in any process sees it.
 
 use crate::pipeline::{reply, ApiResult, Caller, RawRequest};
-use crate::state::AppState;
-use crate::webhooks::guard;
-use crate::Mode;
 use axum::extract::State;
+use issuing_app::webhooks::guard;
+use issuing_app::App;
+use issuing_app::Mode;
 use issuing_domain::controls::decision::parse_settings;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::webhooks::WebhookUrl;
@@ -50,7 +50,7 @@ fn text<'a>(req: &'a Value, field: &str) -> Result<Option<&'a str>, ApiError> {
 }
 
 pub(crate) async fn set(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<DecisionEndpoint> {
@@ -81,10 +81,7 @@ pub(crate) async fn set(
     Ok(reply(view(saved)))
 }
 
-pub(crate) async fn get(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> ApiResult<DecisionEndpoint> {
+pub(crate) async fn get(State(state): State<App>, caller: Caller) -> ApiResult<DecisionEndpoint> {
     let mut conn = state.store.conn().await?;
     Ok(reply(view(
         controls::get_endpoint(&mut conn.as_batch(), &caller.project_id).await?,
@@ -92,7 +89,7 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn delete(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
 ) -> ApiResult<DecisionEndpoint> {
     let mut tx = state.store.begin().await?;

@@ -1,20 +1,18 @@
 //! cards/limits/set and cards/limits/get (CONTRACT §11): a card's spending limits, each
 //! with what its current window has counted.
 
-use crate::flows::card_for_user;
-use crate::network::decide::limits::{of_card, windows, CardLimits as Parsed};
-use crate::network::{execute, usage};
 use crate::pipeline::{reply, ApiResult, Caller, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
-use issuing_domain::controls::limits::{self, Limit, LimitInput, Usage};
-use issuing_domain::controls::window::Interval;
-use issuing_domain::time::{now_micros, to_rfc3339};
+use issuing_app::flows::card_for_user;
+use issuing_app::network::execute;
+use issuing_app::network::limits::view;
+use issuing_app::App;
+use issuing_domain::controls::limits::{self, Limit, LimitInput};
+use issuing_domain::time::now_micros;
 use issuing_store::cards::{self, CardRecord};
-use issuing_store::writer::AsBatch;
 use issuing_store::{Conn, StoreError};
-use issuing_wire::api::{CardLimitUsage, CardLimits};
-use issuing_wire::{Amount, ApiError, ErrorSlug};
+use issuing_wire::api::CardLimits;
+use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::Value;
 
 fn text<'a>(req: &'a Value, field: &str) -> Result<Option<&'a str>, ApiError> {
@@ -88,7 +86,7 @@ async fn card_of(conn: &mut Conn, caller: &Caller, req: &Value) -> Result<CardRe
 }
 
 pub(crate) async fn set(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<CardLimits> {
@@ -123,75 +121,11 @@ pub(crate) async fn set(
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<CardLimits> {
     let mut conn = state.store.conn().await?;
     let card = card_of(&mut conn, &caller, &req).await?;
     Ok(reply(view(&mut conn, &card, now_micros()).await?))
-}
-
-/// The card's limits with their usage at `now` (also what the console's card page
-/// shows, so both read the same numbers).
-pub(crate) async fn view(
-    conn: &mut Conn,
-    card: &CardRecord,
-    now: i64,
-) -> Result<CardLimits, ApiError> {
-    let zone = card
-        .limits_timezone
-        .clone()
-        .unwrap_or_else(|| limits::DEFAULT_ZONE.to_owned());
-    let Some(parsed) = of_card(card)? else {
-        return Ok(CardLimits {
-            card_id: card.id.clone(),
-            timezone: zone,
-            limits: Vec::new(),
-        });
-    };
-    let used = usage::read(
-        &mut conn.as_batch(),
-        &card.project_id,
-        &card.id,
-        &parsed,
-        now,
-    )
-    .await?;
-    Ok(CardLimits {
-        card_id: card.id.clone(),
-        timezone: zone,
-        limits: items(&parsed, &used, now),
-    })
-}
-
-fn items(parsed: &Parsed, used: &[Usage], now: i64) -> Vec<CardLimitUsage> {
-    let windows = windows(parsed, now);
-    parsed
-        .limits
-        .iter()
-        .zip(used)
-        .zip(windows)
-        .map(|((l, u), w)| {
-            let unsigned = |n: i64| u64::try_from(n.max(0)).unwrap_or(0);
-            CardLimitUsage {
-                interval: l.interval.name().to_owned(),
-                amount: l.amount.map(|a| Amount::from_micros(a).into()),
-                count: l.count,
-                window_seconds: match l.interval {
-                    Interval::Rolling { seconds } => Some(seconds),
-                    _ => None,
-                },
-                mccs: l.mccs.clone(),
-                spent: Amount::from_micros(u.spent).into(),
-                used_count: unsigned(u.used_count),
-                remaining_amount: l
-                    .amount
-                    .map(|a| Amount::from_micros((a - u.spent).max(0)).into()),
-                remaining_count: l.count.map(|c| unsigned(i64::from(c) - u.used_count)),
-                window_start: w.and_then(|w| w.start).map(to_rfc3339),
-                window_end: w.and_then(|w| w.end).map(to_rfc3339),
-            }
-        })
-        .collect()
 }

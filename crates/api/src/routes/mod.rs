@@ -6,6 +6,7 @@ mod cards;
 mod decision;
 mod filters;
 pub(crate) mod limits;
+mod lithic;
 pub(crate) mod orders;
 mod project;
 mod ready;
@@ -18,16 +19,17 @@ mod users;
 mod webhooks;
 
 use crate::pipeline::{envelope_layer, HttpError};
-use crate::state::AppState;
-use crate::Mode;
+use crate::ApiState;
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
+use issuing_app::Mode;
 use issuing_wire::{ApiError, ErrorSlug};
 
 /// `GET /openapi.json`: the committed document (a test checks it against the generator).
 const OPENAPI_JSON: &str = include_str!("../../../../docs/openapi.json");
 
-pub(crate) fn router(state: AppState) -> Router {
+/// The API listener's routes and layers.
+pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/system/health", post(system::health))
         .route("/system/time", post(system::time))
@@ -72,7 +74,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/wh/decision/delete", post(decision::delete));
     // CONTRACT §7: the simulation endpoints exist only in the sandbox; in production
     // they are unknown paths (404).
-    let api = if state.config.mode == Mode::Sandbox {
+    let api = if state.app.config.mode == Mode::Sandbox {
         api.merge(simulate_routes())
     } else {
         api
@@ -113,7 +115,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/ready", get(ready::ready).with_state(state.clone()))
         // What Lithic sends us (CONTRACT §14): signed by Lithic, outside the envelope
         // and outside our API's document (Lithic's API defines them).
-        .merge(crate::provider::lithic::routes(state.clone()))
+        .merge(lithic::routes().with_state(state.app.clone()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::pipeline::timeout::timeout_layer,
@@ -128,7 +130,7 @@ pub(crate) fn router(state: AppState) -> Router {
 
 /// The card network simulator: thin callers of the same entry points a provider adapter
 /// would call.
-fn simulate_routes() -> Router<AppState> {
+fn simulate_routes() -> Router<ApiState> {
     Router::new()
         .route("/simulate/cards/auth", post(simulate::auth))
         .route("/simulate/cards/clear", post(simulate::clear))

@@ -1,16 +1,13 @@
 use super::filters;
 use crate::pipeline::{reply, ApiResult, Caller, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::App;
 use issuing_domain::time::to_rfc3339;
 use issuing_store::ledger::{self, HistoryFilter, MasterEntry, HISTORY_SORT_KEYS};
 use issuing_wire::api::{Page, ProjectBalance, ProjectTx, Wallet};
 use issuing_wire::{ApiError, ErrorSlug, PageRequest};
 
-pub(crate) async fn balance(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> ApiResult<ProjectBalance> {
+pub(crate) async fn balance(State(state): State<App>, caller: Caller) -> ApiResult<ProjectBalance> {
     let mut conn = state.store.conn().await?;
     let available = ledger::master_balance(&mut conn, &caller.project_id)
         .await
@@ -26,12 +23,9 @@ pub(crate) async fn balance(
     }))
 }
 
-pub(crate) async fn wallet_trc20(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> ApiResult<Wallet> {
+pub(crate) async fn wallet_trc20(State(state): State<App>, caller: Caller) -> ApiResult<Wallet> {
     // The derived address; none without a deposit key (production without an xpub).
-    let address = crate::deposits::wallet_address(&state, &caller.project_id)
+    let address = issuing_app::deposits::wallet_address(&state, &caller.project_id)
         .await?
         .ok_or_else(|| ApiError::new(ErrorSlug::WalletNotFound, "Wallet not found"))?;
     Ok(reply(Wallet {
@@ -56,7 +50,7 @@ fn tx_view(e: MasterEntry) -> ProjectTx {
 }
 
 pub(crate) async fn txs(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<ProjectTx>> {

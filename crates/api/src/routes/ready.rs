@@ -3,17 +3,17 @@
 //! touch the database at all.
 
 use crate::pipeline::HttpError;
-use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use issuing_app::App;
 use issuing_store::{stats, Store};
 use issuing_wire::{ApiError, ErrorSlug};
 use std::time::Duration;
 
 const WITHIN: Duration = Duration::from_secs(2);
 
-pub(super) async fn ready(State(state): State<AppState>) -> Response {
+pub(super) async fn ready(State(state): State<App>) -> Response {
     match check(&state.store, WITHIN).await {
         Ok(()) => Json(serde_json::json!({"success": true, "status": "ready"})).into_response(),
         Err(reason) => {

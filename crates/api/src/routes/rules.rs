@@ -4,10 +4,10 @@
 //! next authorization on), and counts the project's rules that are not inactive.
 
 use super::filters;
-use crate::network::controls::compile;
 use crate::pipeline::{reply, ApiResult, Caller, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::network::controls::compile;
+use issuing_app::App;
 use issuing_domain::controls::rules::{
     parse_conditions, Mode, DEFAULT_PRIORITY, MAX_CARD_IDS, MAX_ENABLED_RULES, MAX_NAME_LEN,
     MAX_PRIORITY,
@@ -133,7 +133,7 @@ async fn check_room(conn: &mut Conn, project_id: &str) -> Result<(), ApiError> {
 }
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Rule> {
@@ -189,7 +189,7 @@ fn rule_id(req: &Value) -> Result<String, ApiError> {
 }
 
 pub(crate) async fn update(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Rule> {
@@ -239,7 +239,7 @@ pub(crate) async fn update(
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Rule> {
@@ -252,7 +252,7 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn delete(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<RuleDeleted> {
@@ -270,7 +270,7 @@ pub(crate) async fn delete(
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<Rule>> {
@@ -312,7 +312,7 @@ fn result_view(r: RuleResult) -> issuing_wire::api::RuleResult {
 }
 
 pub(crate) async fn results(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<issuing_wire::api::RuleResult>> {

@@ -1,113 +1,17 @@
 //! simulate/cards/* (sandbox only): the card network simulator. Each endpoint turns
-//! its request into one network message and hands it to `network::apply`, the entry
-//! point a real provider adapter calls; the answer is the transaction as it is now.
+//! its request into one network message (`issuing_app::network::simulate`) and hands it
+//! to `network::apply`, the entry point a real provider adapter calls; the answer is the
+//! transaction as it is now.
 
-use crate::network::{self, view, Merchant, Message, Origin, Purchase};
 use crate::pipeline::{reply, ApiResult, Caller, Payload};
-use crate::state::AppState;
 use axum::extract::State;
-use issuing_wire::{Amount, ApiError, ErrorSlug};
-use serde::Deserialize;
+use issuing_app::network::simulate::{self, SimRequest};
+use issuing_app::network::{self, view, Message};
+use issuing_app::App;
 use serde_json::{json, Value};
 
-#[derive(Deserialize, Default)]
-pub(crate) struct MerchantIn {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    mcc: Option<String>,
-    #[serde(default)]
-    country: Option<String>,
-}
-
-/// Every simulate request: the fields each message takes (unknown ones are ignored).
-#[derive(Deserialize)]
-pub(crate) struct SimRequest {
-    #[serde(default)]
-    card_id: Option<String>,
-    #[serde(default, rename = "transactionId")]
-    transaction_id: Option<String>,
-    #[serde(default, rename = "transactionAmount")]
-    transaction_amount: Option<Value>,
-    #[serde(default, rename = "billAmount")]
-    bill_amount: Option<Value>,
-    #[serde(default)]
-    amount: Option<Value>,
-    #[serde(default)]
-    merchant: Option<MerchantIn>,
-    #[serde(default, rename = "merchantCurrency")]
-    merchant_currency: Option<String>,
-    #[serde(default, rename = "merchantAmount")]
-    merchant_amount: Option<Value>,
-    /// Extension: the network's id of this message; a replay is applied once.
-    #[serde(default)]
-    network_message_id: Option<String>,
-}
-
-/// A positive amount, or 400 `invalid_amount` naming the field.
-fn amount(value: &Option<Value>, field: &str) -> Result<Option<Amount>, ApiError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => Amount::parse_positive(v)
-            .map(Some)
-            .map_err(|e| ApiError::new(ErrorSlug::InvalidAmount, format!("Invalid {field}: {e}"))),
-    }
-}
-
-fn required_amount(value: &Option<Value>, field: &str) -> Result<Amount, ApiError> {
-    amount(value, field)?
-        .ok_or_else(|| ApiError::new(ErrorSlug::InvalidAmount, format!("{field} is required")))
-}
-
-fn text(value: &Option<String>) -> Option<String> {
-    value
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-}
-
-fn card_id(req: &SimRequest) -> Result<String, ApiError> {
-    text(&req.card_id).ok_or_else(|| ApiError::validation("card_id is required"))
-}
-
-fn transaction_id(req: &SimRequest) -> Result<String, ApiError> {
-    text(&req.transaction_id).ok_or_else(|| ApiError::validation("transactionId is required"))
-}
-
-/// The merchant side of a purchase; `card_amount` is the default merchant amount.
-fn purchase(req: &SimRequest, card_amount: Amount) -> Result<Purchase, ApiError> {
-    let m = req.merchant.as_ref();
-    let field = |f: fn(&MerchantIn) -> &Option<String>, default: &str| {
-        m.and_then(|m| text(f(m)))
-            .unwrap_or_else(|| default.to_owned())
-    };
-    let merchant_currency = text(&req.merchant_currency)
-        .unwrap_or_else(|| "USD".into())
-        .to_ascii_uppercase();
-    if merchant_currency.len() != 3 || !merchant_currency.chars().all(|c| c.is_ascii_alphabetic()) {
-        return Err(ApiError::validation(
-            "merchantCurrency must be an ISO 4217 code",
-        ));
-    }
-    Ok(Purchase {
-        merchant: Merchant {
-            name: field(|m| &m.name, "Sandbox Merchant"),
-            mcc: field(|m| &m.mcc, "5999"),
-            country: field(|m| &m.country, "US"),
-        },
-        merchant_currency,
-        merchant_amount: amount(&req.merchant_amount, "merchantAmount")?.unwrap_or(card_amount),
-    })
-}
-
-async fn run(
-    state: &AppState,
-    caller: &Caller,
-    req: &SimRequest,
-    message: Message,
-) -> ApiResult<Value> {
-    let message_id = text(&req.network_message_id);
+async fn run(state: &App, caller: &Caller, req: &SimRequest, message: Message) -> ApiResult<Value> {
+    let message_id = simulate::message_id(req);
     let applied = network::apply(state, &caller.project_id, message_id.as_deref(), message).await?;
     Ok(reply(json!({
         "transactionId": applied.tx.id,
@@ -116,98 +20,37 @@ async fn run(
 }
 
 pub(crate) async fn auth(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<SimRequest>,
 ) -> ApiResult<Value> {
-    let message = authorization(&req)?;
+    let message = simulate::authorization(&req)?;
     run(&state, &caller, &req, message).await
 }
 
-/// The authorization request a simulate/cards/auth body describes (the console's
-/// `Simulate authorization` builds the same body).
-pub(crate) fn authorization(req: &SimRequest) -> Result<Message, ApiError> {
-    let card_id = card_id(req)?;
-    let amount = required_amount(&req.transaction_amount, "transactionAmount")?;
-    let purchase = purchase(req, amount)?;
-    Ok(Message::Authorization {
-        card_id,
-        amount,
-        purchase,
-    })
-}
-
-/// With `transactionId`: clears that authorization. With `card_id` and `billAmount`
-/// and no `transactionId`: a force post (extension).
 pub(crate) async fn clear(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<SimRequest>,
 ) -> ApiResult<Value> {
-    let bill = amount(&req.bill_amount, "billAmount")?;
-    let message = match (text(&req.transaction_id), text(&req.card_id), bill) {
-        (Some(transaction_id), _, bill_amount) => Message::Clearing {
-            transaction_id,
-            bill_amount,
-            origin: Origin::Sandbox,
-        },
-        (None, Some(card_id), Some(bill_amount)) => Message::ForcePost {
-            card_id,
-            bill_amount,
-            purchase: purchase(&req, bill_amount)?,
-            origin: Origin::Sandbox,
-        },
-        (None, Some(_), None) => {
-            return Err(ApiError::new(
-                ErrorSlug::InvalidAmount,
-                "billAmount is required for a force post",
-            )
-            .into())
-        }
-        (None, None, _) => return Err(ApiError::validation("transactionId is required").into()),
-    };
+    let message = simulate::clearing(&req)?;
     run(&state, &caller, &req, message).await
 }
 
-/// `amount` (extension) releases part of the hold.
 pub(crate) async fn reversal(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<SimRequest>,
 ) -> ApiResult<Value> {
-    let message = Message::Reversal {
-        transaction_id: transaction_id(&req)?,
-        amount: amount(&req.amount, "amount")?,
-    };
+    let message = simulate::reversal(&req)?;
     run(&state, &caller, &req, message).await
 }
 
-/// With `transactionId`: a refund of that cleared authorization. With `card_id` and
-/// `amount` and no `transactionId`: an unlinked refund (extension).
 pub(crate) async fn refund(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<SimRequest>,
 ) -> ApiResult<Value> {
-    let amount_in = amount(&req.amount, "amount")?;
-    let message = match (text(&req.transaction_id), text(&req.card_id), amount_in) {
-        (Some(transaction_id), _, amount) => Message::Refund {
-            transaction_id,
-            amount,
-        },
-        (None, Some(card_id), Some(amount)) => Message::UnlinkedRefund {
-            card_id,
-            amount,
-            purchase: purchase(&req, amount)?,
-        },
-        (None, Some(_), None) => {
-            return Err(ApiError::new(
-                ErrorSlug::InvalidAmount,
-                "amount is required for an unlinked refund",
-            )
-            .into())
-        }
-        (None, None, _) => return Err(ApiError::validation("transactionId is required").into()),
-    };
+    let message = simulate::refund(&req)?;
     run(&state, &caller, &req, message).await
 }

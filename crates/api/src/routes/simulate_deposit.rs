@@ -2,10 +2,10 @@
 //! as a confirmed chain deposit to the project's address would, through the same path
 //! as the chain watcher, so an integrator can test funding without an operator.
 
-use crate::deposits::credit::{self, Credit};
 use crate::pipeline::{reply, ApiResult, Caller, Payload};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::deposits::credit::{self, Credit};
+use issuing_app::App;
 use issuing_domain::chain_deposit::{is_transaction_id, MAX_DEPOSIT, TRON};
 use issuing_domain::trc20;
 use issuing_store::chain_deposits::ChainDeposit;
@@ -29,7 +29,7 @@ pub(crate) struct DepositRequest {
 }
 
 pub(crate) async fn deposit(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<DepositRequest>,
 ) -> ApiResult<SimulatedDeposit> {
@@ -45,7 +45,7 @@ pub(crate) async fn deposit(
         Some(_) => return Err(ApiError::validation("from must be a Tron address").into()),
     };
     let from = given_from.clone().unwrap_or_else(trc20::new_address);
-    let address = crate::deposits::wallet_address(&state, &caller.project_id)
+    let address = issuing_app::deposits::wallet_address(&state, &caller.project_id)
         .await?
         .ok_or_else(|| ApiError::new(ErrorSlug::WalletNotFound, "Wallet not found"))?;
     let deposit = ChainDeposit {

@@ -1,14 +1,14 @@
 //! cards/3ds/confirm and the sandbox's simulate/cards/3ds (CONTRACT §10); the rules are
 //! in `flows/threeds.rs`.
 
-use crate::flows::threeds::{self, ChallengeRequest, ConfirmRequest};
 use crate::pipeline::{reply, ApiResult, Caller, Payload};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::flows::threeds::{self, ChallengeRequest, ConfirmRequest};
+use issuing_app::App;
 use serde_json::Value;
 
 pub(crate) async fn confirm(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<ConfirmRequest>,
 ) -> ApiResult<Value> {
@@ -18,7 +18,7 @@ pub(crate) async fn confirm(
 }
 
 pub(crate) async fn simulate(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<ChallengeRequest>,
 ) -> ApiResult<Value> {

@@ -1,7 +1,7 @@
 use super::filters;
 use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
-use crate::state::AppState;
 use axum::extract::State;
+use issuing_app::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::user::ExternalUserId;
@@ -24,7 +24,7 @@ fn user_view(u: UserRecord) -> User {
 }
 
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<UsersCreate>,
 ) -> ApiResult<User> {
@@ -42,7 +42,7 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<UsersGet>,
 ) -> ApiResult<User> {
@@ -55,7 +55,7 @@ pub(crate) async fn get(
 }
 
 pub(crate) async fn find(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<User>> {

@@ -3,10 +3,10 @@
 
 use super::filters;
 use crate::pipeline::{reply, ApiResult, Caller, Payload, RawRequest};
-use crate::state::AppState;
-use crate::webhooks::{guard, redeliver};
-use crate::Mode;
 use axum::extract::State;
+use issuing_app::webhooks::{guard, redeliver};
+use issuing_app::App;
+use issuing_app::Mode;
 use issuing_domain::ids::new_id;
 use issuing_domain::time::{now_micros, to_rfc3339};
 use issuing_domain::webhooks::{
@@ -53,7 +53,7 @@ fn title(raw: Option<String>) -> Result<String, ApiError> {
 }
 
 pub(crate) async fn subscribe(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<WhSubscribe>,
 ) -> ApiResult<Subscription> {
@@ -95,7 +95,7 @@ fn not_found() -> ApiError {
 }
 
 pub(crate) async fn unsubscribe(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     Payload(req): Payload<WhUnsubscribe>,
 ) -> ApiResult<Subscription> {
@@ -126,7 +126,7 @@ pub(crate) async fn unsubscribe(
 }
 
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<Subscription>> {
@@ -162,7 +162,7 @@ fn delivery_view(d: DeliveryRecord) -> Delivery {
 }
 
 pub(crate) async fn deliveries(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<Page<Delivery>> {
@@ -201,7 +201,7 @@ pub(crate) async fn deliveries(
 }
 
 pub(crate) async fn redeliver(
-    State(state): State<AppState>,
+    State(state): State<App>,
     caller: Caller,
     RawRequest(req): RawRequest,
 ) -> ApiResult<RedeliverResponse> {

@@ -9,7 +9,7 @@ use issuing_store::{ledger, Store, StoreError};
 use issuing_wire::Amount;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Credit {
+pub enum Credit {
     /// Credited now.
     Credited {
         transfer_id: String,
@@ -24,7 +24,7 @@ pub(crate) enum Credit {
     CreditedByOperator { transfer_id: String },
 }
 
-pub(crate) async fn credit(store: &Store, d: &ChainDeposit) -> Result<Credit, StoreError> {
+pub async fn credit(store: &Store, d: &ChainDeposit) -> Result<Credit, StoreError> {
     let mut tx = store.begin().await?;
     // The insert comes first: it is the dedup, and on PostgreSQL it makes a concurrent
     // credit of the same transfer wait for this one.

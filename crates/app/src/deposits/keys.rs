@@ -86,7 +86,7 @@ pub async fn prepare(
 }
 
 /// Logs where deposit addresses come from; once per server start.
-pub(crate) fn announce(key: Option<&DepositKey>) {
+pub fn announce(key: Option<&DepositKey>) {
     match key {
         Some(k) if k.source == KeySource::SandboxTestKey => tracing::warn!(
             fingerprint = %k.xpub.fingerprint(),

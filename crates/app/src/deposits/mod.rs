@@ -3,20 +3,17 @@
 //! the chain watcher (`workers::chain`) polls a TronGrid-compatible API for confirmed
 //! USDT transfers to those addresses and credits each one once (`credit`).
 
-pub(crate) mod credit;
+pub mod credit;
 pub mod keys;
-pub(crate) mod trongrid;
+pub mod trongrid;
 
-use crate::state::AppState;
+use crate::App;
 use issuing_store::StoreError;
 
 /// The project's deposit address as `project/wallet/trc20` shows it: None when this
 /// server has no deposit key (production without `ISSUING_TRON_XPUB`) or no such
 /// project. A project still without one (created while no key was known) gets it now.
-pub(crate) async fn wallet_address(
-    state: &AppState,
-    project_id: &str,
-) -> Result<Option<String>, StoreError> {
+pub async fn wallet_address(state: &App, project_id: &str) -> Result<Option<String>, StoreError> {
     let Some(key) = &state.deposit_key else {
         return Ok(None);
     };

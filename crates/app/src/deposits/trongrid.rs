@@ -9,16 +9,16 @@ use serde_json::Value;
 use std::time::Duration;
 
 /// Transfers per page. TronGrid allows up to 200; 100 keeps answers small.
-pub(crate) const PAGE_LIMIT: u32 = 100;
+pub const PAGE_LIMIT: u32 = 100;
 /// One request's time limit, connection included.
-pub(crate) const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of an answer read: a full page is well under 100 KiB.
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 #[derive(Clone)]
-pub(crate) struct TronGrid {
+pub struct TronGrid {
     http: reqwest::Client,
     base: String,
     api_key: Option<String>,
@@ -27,13 +27,13 @@ pub(crate) struct TronGrid {
 
 /// One page: its transfers, and the fingerprint of the next page (None on the last).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Page {
+pub struct Page {
     pub transfers: Vec<Trc20Transfer>,
     pub next: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum FetchError {
+pub enum FetchError {
     #[error("rate limited (HTTP 429)")]
     RateLimited { retry_after: Option<Duration> },
     #[error("server error (HTTP {0})")]
@@ -161,7 +161,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// Parses an answer. Any item that cannot be read fails the whole page: it might be a
 /// deposit, so the watcher retries rather than moving past it.
-pub(crate) fn parse_page(body: &[u8]) -> Result<Page, FetchError> {
+pub fn parse_page(body: &[u8]) -> Result<Page, FetchError> {
     let v: Value =
         serde_json::from_slice(body).map_err(|_| FetchError::Malformed("not JSON".into()))?;
     if v.get("success").and_then(Value::as_bool) == Some(false) {

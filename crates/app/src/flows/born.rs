@@ -23,6 +23,17 @@ use issuing_store::cards::CardRecord;
 use issuing_store::orders::OrderRecord;
 use tokio::sync::{mpsc, Mutex};
 
+/// How long a claimed order stays with its worker without a saved step; a crashed
+/// worker's orders wait at most this long. Longer than `PROVIDER_TIMEOUT`, so a live
+/// worker always saves (and renews) before its lease can run out.
+const _: () = assert!(LEASE.as_secs() > crate::provider::PROVIDER_TIMEOUT.as_secs());
+pub const LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The lease a claim takes, in microseconds: also the lease of an order born leased.
+pub fn lease_micros() -> i64 {
+    i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX)
+}
+
 /// Orders handed over and not yet taken: bounds what waits in memory (and how long:
 /// 16 rounds of two workers' 16 orders); beyond it new orders are claimed from the
 /// table.
@@ -30,7 +41,7 @@ const QUEUE: usize = 512;
 
 /// An order born leased, with the end of its lease (microseconds).
 #[derive(Debug)]
-pub(crate) struct Leased {
+pub struct Leased {
     pub order: OrderRecord,
     pub until: i64,
     /// For a card issue, what its creating batch knew: its worker then reads nothing
@@ -39,7 +50,7 @@ pub(crate) struct Leased {
 }
 
 /// A new card as its issue request made it, and its cardholder's name for the provider.
-pub(crate) struct IssueFacts {
+pub struct IssueFacts {
     pub card: CardRecord,
     pub holder_name: String,
 }
@@ -55,7 +66,7 @@ impl std::fmt::Debug for IssueFacts {
 
 /// The queue of orders born leased to this process.
 #[derive(Debug)]
-pub(crate) struct Born {
+pub struct Born {
     /// Holds the lease of every order born here, whichever worker takes it.
     worker_id: String,
     sender: mpsc::Sender<Leased>,
@@ -65,11 +76,11 @@ pub(crate) struct Born {
 /// An order's place in the queue, reserved before its insert; handed over after the
 /// commit.
 #[derive(Debug)]
-pub(crate) struct Place(mpsc::OwnedPermit<Leased>);
+pub struct Place(mpsc::OwnedPermit<Leased>);
 
 impl Place {
     /// Queues the committed order, leased until `until`, for this process's workers.
-    pub(crate) fn hand_over(self, order: OrderRecord, until: i64, issue: Option<Box<IssueFacts>>) {
+    pub fn hand_over(self, order: OrderRecord, until: i64, issue: Option<Box<IssueFacts>>) {
         self.0.send(Leased {
             order,
             until,
@@ -91,18 +102,18 @@ impl Default for Born {
 
 impl Born {
     /// The lease holder of the orders born here.
-    pub(crate) fn worker_id(&self) -> &str {
+    pub fn worker_id(&self) -> &str {
         &self.worker_id
     }
 
     /// A place for one more order, if the queue has room.
-    pub(crate) fn reserve(&self) -> Option<Place> {
+    pub fn reserve(&self) -> Option<Place> {
         self.sender.clone().try_reserve_owned().ok().map(Place)
     }
 
     /// Up to `max` orders, waiting for the first. Cancel-safe: an order is taken only
     /// when this returns.
-    pub(crate) async fn take(&self, max: usize) -> Vec<Leased> {
+    pub async fn take(&self, max: usize) -> Vec<Leased> {
         let mut orders = Vec::with_capacity(max);
         let mut receiver = self.receiver.lock().await;
         receiver.recv_many(&mut orders, max).await;
@@ -110,7 +121,7 @@ impl Born {
     }
 
     /// Up to `max` orders already waiting, without waiting for any.
-    pub(crate) fn take_waiting(&self, max: usize) -> Vec<Leased> {
+    pub fn take_waiting(&self, max: usize) -> Vec<Leased> {
         let mut orders = Vec::new();
         if let Ok(mut receiver) = self.receiver.try_lock() {
             while orders.len() < max {

@@ -12,10 +12,10 @@
 
 use super::card_for_user;
 use super::money::{self, Acct};
+use super::orders::answer as order_answer;
+use crate::idempotency::IdempotencyToken;
 use crate::network::{decision, execute, release};
-use crate::pipeline::idempotency::IdempotencyToken;
-use crate::routes::orders::OrderView;
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{DECLINE_CARD_NOT_ACTIVE, REASON_CARD_CLOSED};
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
@@ -36,7 +36,7 @@ const MAX_RELEASE_ROUNDS: usize = 20;
 const MAX_REASON_LEN: usize = 256;
 
 #[derive(Deserialize)]
-pub(crate) struct CloseRequest {
+pub struct CloseRequest {
     #[serde(default)]
     card_id: Option<String>,
     #[serde(default)]
@@ -59,8 +59,8 @@ fn refused(current: &str) -> ApiError {
     )
 }
 
-pub(crate) async fn close(
-    state: &AppState,
+pub async fn close(
+    state: &App,
     project_id: &str,
     req: CloseRequest,
     token: IdempotencyToken,
@@ -216,11 +216,11 @@ pub(crate) async fn close(
         "card_id": card.id,
         "status": "closed",
         "closed_at": to_rfc3339(now),
-        "order": OrderView::from(order),
+        "order": order_answer(order),
     });
     if let Some(w) = withdraw {
         body["withdraw_order"] =
-            serde_json::to_value(OrderView::from(w)).map_err(|_| ApiError::internal())?;
+            serde_json::to_value(order_answer(w)).map_err(|_| ApiError::internal())?;
         issuing_store::wakeup::announce(&mut tx.as_batch(), issuing_store::wakeup::Queue::Orders)
             .await?;
     }

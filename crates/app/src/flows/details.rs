@@ -3,12 +3,12 @@
 //! master key; Lithic cards are read from Lithic each time and never stored in plain
 //! text (CONTRACT §14).
 
-use crate::state::AppState;
+use crate::App;
 use issuing_store::cards::CardRecord;
 use issuing_wire::{ApiError, ErrorSlug};
 
 /// The opened credentials. Debug never prints them.
-pub(crate) struct CardDetails {
+pub struct CardDetails {
     pub card_number: serde_json::Value,
     pub cvv: serde_json::Value,
 }
@@ -22,7 +22,7 @@ impl std::fmt::Debug for CardDetails {
 /// Opens the card's credentials when its subprovider exposes them in plaintext and the
 /// card has been issued. Call it without holding a database connection: a Lithic card
 /// costs a provider call.
-pub(crate) async fn open(state: &AppState, card: &CardRecord) -> Result<CardDetails, ApiError> {
+pub async fn open(state: &App, card: &CardRecord) -> Result<CardDetails, ApiError> {
     let plaintext = state
         .catalog()
         .subprovider(&card.subprovider_code)

@@ -7,10 +7,10 @@
 use super::master_writer::{
     is_answered, unless_answered, Answer, Kind, Made, Move, ProjectAccounts,
 };
+use super::orders::answer as order_answer;
 use super::{kyc, required_user};
-use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
-use crate::routes::orders::OrderView;
-use crate::state::AppState;
+use crate::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
+use crate::App;
 use issuing_domain::catalog::Product;
 use issuing_domain::ids::new_id;
 use issuing_domain::kyc::parse_kyc;
@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 #[derive(Deserialize)]
-pub(crate) struct IssueRequest {
+pub struct IssueRequest {
     #[serde(default)]
     external_user_id: Option<String>,
     #[serde(default)]
@@ -40,16 +40,16 @@ pub(crate) struct IssueRequest {
     initial_topup: Option<Value>,
 }
 
-pub(crate) const CARD_PENDING: &str = "pending";
+pub const CARD_PENDING: &str = "pending";
 
-pub(crate) const ENDPOINT: &str = "cards/create";
+pub const ENDPOINT: &str = "cards/create";
 
 fn cardholder_missing() -> ApiError {
     ApiError::new(ErrorSlug::CardholderNotFound, "Cardholder not found")
 }
 
-pub(crate) async fn create(
-    state: &AppState,
+pub async fn create(
+    state: &App,
     project_id: &str,
     req: IssueRequest,
     token: IdempotencyToken,
@@ -63,7 +63,7 @@ pub(crate) async fn create(
 /// Everything before the writer: the request's checks, the KYC data given with it, and
 /// the checks needing no lock.
 async fn prepared(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     req: IssueRequest,
     token: &IdempotencyToken,
@@ -139,7 +139,7 @@ async fn prepared(
 /// The issue's checks in the spec's error order, on a reading connection; the writer
 /// checks the cardholder again in its transaction.
 async fn checked(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     external_user_id: &str,
     product: &Product,
@@ -254,7 +254,7 @@ async fn checked(
 
 /// A card issue for the master balance's writer: the card, its order (balances unset),
 /// and what it charges.
-pub(crate) struct IssueMove {
+pub struct IssueMove {
     pub card: CardRecord,
     pub order: OrderRecord,
     pub issue_fee: Amount,
@@ -266,7 +266,7 @@ pub(crate) struct IssueMove {
 }
 
 impl IssueMove {
-    pub(crate) fn charged(&self) -> i64 {
+    pub fn charged(&self) -> i64 {
         self.issue_fee.micros()
             + self
                 .initial
@@ -276,7 +276,7 @@ impl IssueMove {
     /// The issue fee into fee income; an initial top-up's amount into in-flight (it
     /// reaches the card once issued) and its fee into fee income. Zero amounts move
     /// nothing.
-    pub(crate) fn transfers(
+    pub fn transfers(
         &self,
         order_id: &str,
         accounts: &ProjectAccounts,
@@ -307,7 +307,7 @@ impl IssueMove {
 
     /// The order and its `card.created` event (the card and its accounts are the
     /// writer's to insert).
-    pub(crate) fn made(&self, _m: &Move) -> Made {
+    pub fn made(&self, _m: &Move) -> Made {
         let event = json!({
             "card_id": self.card.id,
             "order_id": self.order.id,
@@ -322,19 +322,19 @@ impl IssueMove {
     }
 
     /// The response: the new card's id and status, and its order.
-    pub(crate) fn body(&self, order: &OrderRecord) -> Result<Value, StoreError> {
+    pub fn body(&self, order: &OrderRecord) -> Result<Value, StoreError> {
         Ok(json!({
             "success": true,
             "card_id": self.card.id,
             "status": CARD_PENDING,
-            "order": OrderView::from(order.clone()),
+            "order": order_answer(order.clone()),
         }))
     }
 }
 
 /// Why a card may not be issued to a cardholder with these (registration, KYC)
 /// statuses (`None`: not found).
-pub(crate) fn holder_refusal(statuses: Option<&(String, String)>) -> Option<ApiError> {
+pub fn holder_refusal(statuses: Option<&(String, String)>) -> Option<ApiError> {
     let Some((registration, kyc)) = statuses else {
         return Some(cardholder_missing());
     };

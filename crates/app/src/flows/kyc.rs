@@ -3,7 +3,7 @@
 //! (CONTRACT §14), after the submission is saved: `apply` marks it pending, the caller
 //! commits, then `submit_to_provider` calls Lithic and saves its answer.
 
-use crate::state::AppState;
+use crate::App;
 use crate::Mode;
 use issuing_domain::catalog::ProviderKind;
 use issuing_domain::kyc::{
@@ -21,7 +21,7 @@ fn pending() -> KycState {
     }
 }
 
-fn is_lithic(state: &AppState, subprovider_code: &str) -> bool {
+fn is_lithic(state: &App, subprovider_code: &str) -> bool {
     state
         .catalog()
         .subprovider(subprovider_code)
@@ -30,8 +30,8 @@ fn is_lithic(state: &AppState, subprovider_code: &str) -> bool {
 
 /// Refuses, before anything is saved, a submission the subprovider's KYC cannot take:
 /// Lithic's `KYC_BASIC` needs fields `kyc_data` makes optional (400 naming them).
-pub(crate) fn check_for_subprovider(
-    state: &AppState,
+pub fn check_for_subprovider(
+    state: &App,
     subprovider_code: &str,
     kyc: &KycData,
 ) -> Result<(), ApiError> {
@@ -54,8 +54,8 @@ pub(crate) fn check_for_subprovider(
 }
 
 /// Applies submitted KYC data to a cardholder record (not yet saved).
-pub(crate) fn apply(
-    state: &AppState,
+pub fn apply(
+    state: &App,
     holder: &mut CardholderRecord,
     kyc: &KycData,
     now: i64,
@@ -76,20 +76,8 @@ pub(crate) fn apply(
         ApiError::internal()
     })?;
     holder.kyc_enc = Some(state.master.seal(&json));
-    set_state(holder, &outcome, now);
+    holder.set_kyc_state(&outcome, now);
     Ok(())
-}
-
-/// Sets a cardholder's registration and KYC states (not yet saved).
-pub(crate) fn set_state(holder: &mut CardholderRecord, outcome: &KycState, now: i64) {
-    holder.registration_status = outcome.registration_status.as_str().to_owned();
-    holder.kyc_status = outcome.kyc_status.as_str().to_owned();
-    holder.kyc_level = outcome.kyc_level.as_str().to_owned();
-    holder.updated_at = now;
-    if outcome.registration_status == RegistrationStatus::Active {
-        holder.registered_at.get_or_insert(now);
-        holder.activated_at.get_or_insert(now);
-    }
 }
 
 /// After a saved submission: a `lithic` subprovider's account holder is created (or
@@ -97,8 +85,8 @@ pub(crate) fn set_state(holder: &mut CardholderRecord, outcome: &KycState, now: 
 /// `apply` already. A Lithic failure answers `provider_error`; the cardholder stays
 /// pending with its data, and a later submission (cards/create with `kyc_data`) tries
 /// again without creating a second account holder.
-pub(crate) async fn submit_to_provider(
-    state: &AppState,
+pub async fn submit_to_provider(
+    state: &App,
     holder: &mut CardholderRecord,
     kyc: &KycData,
 ) -> Result<(), ApiError> {
@@ -106,7 +94,7 @@ pub(crate) async fn submit_to_provider(
         return Ok(());
     };
     let outcome = lithic.submit_kyc(holder, kyc).await?;
-    set_state(holder, &outcome, now_micros());
+    holder.set_kyc_state(&outcome, now_micros());
     let mut tx = state.store.begin().await?;
     cardholders::update_kyc(&mut tx, holder).await?;
     tx.commit().await.map_err(issuing_store::StoreError::from)?;
@@ -114,21 +102,21 @@ pub(crate) async fn submit_to_provider(
 }
 
 /// The stored KYC data of a cardholder, for the card holder's name.
-pub(crate) fn read(state: &AppState, holder: &CardholderRecord) -> Option<KycData> {
+pub fn read(state: &App, holder: &CardholderRecord) -> Option<KycData> {
     let sealed = holder.kyc_enc.as_deref()?;
     let bytes = state.master.open(sealed)?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// The cardholder's name as the card provider gets it ("" without KYC data).
-pub(crate) fn holder_name(state: &AppState, holder: &CardholderRecord) -> String {
+pub fn holder_name(state: &App, holder: &CardholderRecord) -> String {
     read(state, holder)
         .map(|k| format!("{} {}", k.first_name, k.last_name))
         .unwrap_or_default()
 }
 
 /// Whether a cardholder with these statuses may get cards.
-pub(crate) fn is_ready(registration_status: &str, kyc_status: &str) -> bool {
+pub fn is_ready(registration_status: &str, kyc_status: &str) -> bool {
     registration_status == RegistrationStatus::Active.as_str()
         && kyc_status == KycStatus::Approved.as_str()
 }

@@ -30,8 +30,8 @@
 //! at most `MAX_BATCH`.
 
 use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
-use crate::pipeline::idempotency::{conflict, IdempotencyToken};
-use crate::workers::born::{Born, IssueFacts, Place};
+use crate::flows::born::{Born, IssueFacts, Place};
+use crate::idempotency::{conflict, IdempotencyToken};
 use issuing_domain::ledger::AccountKind;
 use issuing_store::events::{self, NewEvent};
 use issuing_store::group_commit::Stats;
@@ -51,7 +51,7 @@ use tokio::sync::Notify;
 const POSTGRES_STRIPES: usize = 4;
 
 /// A top-up or card issue that passed the checks needing no lock, for the writer.
-pub(crate) struct Move {
+pub struct Move {
     pub project_id: String,
     /// The order it creates (and for a card issue, the card's id is in `kind`).
     pub order_id: String,
@@ -62,13 +62,13 @@ pub(crate) struct Move {
     pub kind: Kind,
 }
 
-pub(crate) enum Kind {
+pub enum Kind {
     Topup(super::topup::TopupMove),
     Issue(Box<super::issue::IssueMove>),
 }
 
 /// The project's accounts a move's transfers name.
-pub(crate) struct ProjectAccounts {
+pub struct ProjectAccounts {
     pub master: String,
     pub in_flight: String,
     pub fee_income: String,
@@ -76,7 +76,7 @@ pub(crate) struct ProjectAccounts {
 
 /// What an accepted move writes besides its transfers; its order's balances are set by
 /// the writer.
-pub(crate) struct Made {
+pub struct Made {
     pub order: OrderRecord,
     pub event_type: &'static str,
     pub event: Value,
@@ -110,7 +110,7 @@ impl Kind {
 /// What the writer applies: a request's move, or the provider's confirmation of a
 /// top-up (from the order worker), whose amount then leaves the same project's
 /// in-flight account that the top-ups fill.
-pub(crate) enum Item {
+pub enum Item {
     Move(Move),
     Confirmed(Box<super::topup::Confirmed>),
 }
@@ -126,7 +126,7 @@ impl Item {
 
 /// What a move's caller gets.
 #[derive(Debug, Clone)]
-pub(crate) enum Answer {
+pub enum Answer {
     /// A new order: its response body.
     Created(Value),
     /// The key's stored response (a retry).
@@ -135,7 +135,7 @@ pub(crate) enum Answer {
 
 /// What the writer did with an item.
 #[derive(Debug)]
-pub(crate) enum Written {
+pub enum Written {
     /// A move's answer, and the order it created if that was born leased to this
     /// process's workers (`workers/born.rs`): handed over once the batch is durable.
     Move(Answer, Option<Box<Handoff>>),
@@ -145,7 +145,7 @@ pub(crate) enum Written {
 
 /// A committed order born leased, and its place in the queue of this process's workers.
 #[derive(Debug)]
-pub(crate) struct Handoff {
+pub struct Handoff {
     place: Place,
     order: OrderRecord,
     /// The end of its lease.
@@ -156,11 +156,11 @@ pub(crate) struct Handoff {
 
 /// The handle to the writers. Cloning shares them.
 #[derive(Clone, Debug)]
-pub(crate) struct MasterWriter(BatchWriter<Item, Written>);
+pub struct MasterWriter(BatchWriter<Item, Written>);
 
 impl MasterWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(
+    pub fn start(
         store: Store,
         orders_wakeup: Arc<Notify>,
         deliveries_wakeup: Arc<Notify>,
@@ -184,14 +184,14 @@ impl MasterWriter {
         ))
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         self.0.stats()
     }
 
     /// Applies `m` in its project's writer's next batch; answers once that batch is
     /// durable, after handing the order it created to this process's workers if it was
     /// born leased to them.
-    pub(crate) async fn submit(&self, m: Move) -> Result<Answer, ApiError> {
+    pub async fn submit(&self, m: Move) -> Result<Answer, ApiError> {
         let project = m.project_id.clone();
         match self.0.submit(&project, Item::Move(m)).await? {
             Written::Move(answer, handoff) => {
@@ -207,7 +207,7 @@ impl MasterWriter {
     /// Completes a top-up the provider confirmed in its project's writer's next batch:
     /// its order saved (if its worker still holds the lease) and its amount moved from
     /// in-flight to the card, together; answers once durable.
-    pub(crate) async fn confirm(&self, c: super::topup::Confirmed) -> Result<(), ApiError> {
+    pub async fn confirm(&self, c: super::topup::Confirmed) -> Result<(), ApiError> {
         let project = c.order.project_id.clone();
         match self
             .0
@@ -221,7 +221,7 @@ impl MasterWriter {
 }
 
 /// The answer a key that is not free gives.
-pub(crate) fn answered(claim: Claim) -> Result<Answer, ApiError> {
+pub fn answered(claim: Claim) -> Result<Answer, ApiError> {
     match claim {
         Claim::Done { status, body } => Ok(Answer::Stored { status, body }),
         refused => Err(conflict(&refused)),
@@ -231,7 +231,7 @@ pub(crate) fn answered(claim: Claim) -> Result<Answer, ApiError> {
 /// What a refused request answers: its key's first response if the key finished with
 /// these parameters (CONTRACT §5: a retry gets it even if the checks would now refuse),
 /// its conflict if the key is in use otherwise, else `refused`.
-pub(crate) async fn unless_answered(
+pub async fn unless_answered(
     store: &Store,
     token: &IdempotencyToken,
     refused: ApiError,
@@ -244,7 +244,7 @@ pub(crate) async fn unless_answered(
 
 /// Whether the key is not free: a request with it must not act before the writer
 /// decides it (`unless_answered` then says what it gets).
-pub(crate) async fn is_answered(store: &Store, token: &IdempotencyToken) -> Result<bool, ApiError> {
+pub async fn is_answered(store: &Store, token: &IdempotencyToken) -> Result<bool, ApiError> {
     Ok(stored_claim(store, token).await?.is_some())
 }
 
@@ -509,7 +509,7 @@ async fn apply_project(
     // Each new order with a place in this process's queue is born leased to its workers,
     // its attempt counted as the claim it replaces would count it. `bodies` and
     // `new_orders` were pushed together, one per created order.
-    let lease_until = issuing_domain::time::now_micros() + crate::workers::orders::lease_micros();
+    let lease_until = issuing_domain::time::now_micros() + crate::flows::born::lease_micros();
     let (mut leased, mut places, mut claimable) = (Vec::new(), Vec::new(), Vec::new());
     for ((i, _), order) in bodies.iter().zip(&new_orders) {
         let mut order = order.clone();

@@ -1,16 +1,18 @@
 //! Business flows that combine the domain's rules with storage: each runs its checks,
 //! then makes its change, ledger transfer, order and outbox event in one transaction.
 
-pub(crate) mod close;
-pub(crate) mod details;
-pub(crate) mod issue;
-pub(crate) mod kyc;
-pub(crate) mod master_writer;
-pub(crate) mod money;
-pub(crate) mod status;
-pub(crate) mod threeds;
-pub(crate) mod topup;
-pub(crate) mod user_writer;
+pub mod born;
+pub mod close;
+pub mod details;
+pub mod issue;
+pub mod kyc;
+pub mod master_writer;
+pub mod money;
+pub mod orders;
+pub mod status;
+pub mod threeds;
+pub mod topup;
+pub mod user_writer;
 
 use issuing_store::{cards, users, Conn};
 use issuing_wire::{ApiError, ErrorSlug};
@@ -22,7 +24,7 @@ fn card_not_found() -> ApiError {
 /// Finds the project's card and checks the user named in the request (CONTRACT §3):
 /// unknown card or user is 404 `card_not_found`, another user's card is 422
 /// `card_user_mismatch`.
-pub(crate) async fn card_for_user(
+pub async fn card_for_user(
     conn: &mut Conn,
     project_id: &str,
     card_id: Option<&str>,
@@ -50,7 +52,7 @@ pub(crate) async fn card_for_user(
 }
 
 /// `external_user_id` where CONTRACT §3 makes it required.
-pub(crate) fn required_user(external_user_id: Option<&str>) -> Result<&str, ApiError> {
+pub fn required_user(external_user_id: Option<&str>) -> Result<&str, ApiError> {
     external_user_id
         .map(str::trim)
         .filter(|s| !s.is_empty())

@@ -8,7 +8,7 @@ use issuing_store::{Conn, StoreError};
 use issuing_wire::Amount;
 
 /// Which account of the project: one of its own, or a card's.
-pub(crate) enum Acct<'a> {
+pub enum Acct<'a> {
     Project(AccountKind),
     Card(&'a str),
 }
@@ -26,14 +26,14 @@ async fn resolve(conn: &mut Conn, project_id: &str, acct: &Acct<'_>) -> Result<S
 
 /// Whose money and why: every move is tagged with its order and card.
 #[derive(Clone, Copy)]
-pub(crate) struct Tag<'a> {
+pub struct Tag<'a> {
     pub project_id: &'a str,
     pub order_id: &'a str,
     pub card_id: &'a str,
 }
 
 /// Moves `amount` between two accounts; a zero amount moves nothing (`None`).
-pub(crate) async fn transfer(
+pub async fn transfer(
     conn: &mut Conn,
     tag: &Tag<'_>,
     kind: TransferKind,
@@ -69,9 +69,6 @@ pub(crate) async fn transfer(
 }
 
 /// The master balance as the project sees it: negative while it owes debt.
-pub(crate) async fn master_balance(
-    conn: &mut Conn,
-    project_id: &str,
-) -> Result<Amount, StoreError> {
+pub async fn master_balance(conn: &mut Conn, project_id: &str) -> Result<Amount, StoreError> {
     ledger::master_balance(conn, project_id).await
 }

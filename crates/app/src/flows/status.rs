@@ -4,7 +4,7 @@
 //! with its `card.freeze` / `card.unfreeze` event, written together.
 
 use super::card_for_user;
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::time::now_micros;
 use issuing_store::cards;
@@ -14,7 +14,7 @@ use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Change {
+pub enum Change {
     Freeze,
     Unfreeze,
 }
@@ -47,8 +47,8 @@ fn refused(change: Change, current: &str) -> ApiError {
 }
 
 /// Returns the card id and its new status.
-pub(crate) async fn change(
-    state: &AppState,
+pub async fn change(
+    state: &App,
     project_id: &str,
     card_id: Option<&str>,
     external_user_id: Option<&str>,

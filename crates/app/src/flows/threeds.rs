@@ -13,7 +13,7 @@
 //! update matched succeeds; the other is `securement_id_invalid`.
 
 use super::{card_for_user, required_user};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::catalog::ThreeDsMethod;
 use issuing_domain::ids::new_id;
 use issuing_domain::time::{now_micros, to_rfc3339};
@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// A challenge can be answered for 10 minutes (CONTRACT §10).
-pub(crate) const SECUREMENT_TTL_MICROS: i64 = 10 * 60 * 1_000_000;
+pub const SECUREMENT_TTL_MICROS: i64 = 10 * 60 * 1_000_000;
 
 /// The merchant shown when the simulation names none.
 const DEFAULT_MERCHANT_NAME: &str = "Sandbox Merchant";
@@ -35,11 +35,11 @@ const DEFAULT_MERCHANT_COUNTRY: &str = "US";
 const DEFAULT_CURRENCY: &str = "USD";
 const MAX_MERCHANT_NAME_CHARS: usize = 255;
 
-pub(crate) const EVENT_3DS: &str = "card_3ds";
-pub(crate) const EVENT_OTP: &str = "card_otp";
+pub const EVENT_3DS: &str = "card_3ds";
+pub const EVENT_OTP: &str = "card_otp";
 
 #[derive(Deserialize)]
-pub(crate) struct ChallengeRequest {
+pub struct ChallengeRequest {
     #[serde(default)]
     card_id: Option<String>,
     #[serde(default)]
@@ -53,7 +53,7 @@ pub(crate) struct ChallengeRequest {
 }
 
 #[derive(Deserialize)]
-pub(crate) struct ConfirmRequest {
+pub struct ConfirmRequest {
     #[serde(default)]
     card_id: Option<String>,
     #[serde(default)]
@@ -137,7 +137,7 @@ fn parse_merchant(value: Option<&Value>) -> Result<Value, ApiError> {
 }
 
 /// The 3DS method of the card's subprovider, as the catalog configures it.
-fn method_of(state: &AppState, card: &CardRecord) -> Option<ThreeDsMethod> {
+fn method_of(state: &App, card: &CardRecord) -> Option<ThreeDsMethod> {
     state
         .catalog()
         .subprovider(&card.subprovider_code)
@@ -163,8 +163,8 @@ fn three_ds_payload(s: &SecurementRecord, confirm: &str, status: &str, occurred_
 }
 
 /// simulate/cards/3ds: the response body (without `success`).
-pub(crate) async fn challenge(
-    state: &AppState,
+pub async fn challenge(
+    state: &App,
     project_id: &str,
     req: ChallengeRequest,
 ) -> Result<Value, ApiError> {
@@ -260,8 +260,8 @@ pub(crate) async fn challenge(
 }
 
 /// cards/3ds/confirm: the response body (without `success`).
-pub(crate) async fn confirm(
-    state: &AppState,
+pub async fn confirm(
+    state: &App,
     project_id: &str,
     req: ConfirmRequest,
 ) -> Result<Value, ApiError> {

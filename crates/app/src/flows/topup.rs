@@ -9,9 +9,9 @@
 use super::card_for_user;
 use super::master_writer::{unless_answered, Answer, Item, Kind, Made, Move, ProjectAccounts};
 use super::money::{self, Acct};
-use crate::pipeline::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
-use crate::routes::orders::OrderView;
-use crate::state::AppState;
+use super::orders::answer as order_answer;
+use crate::idempotency::{IdempotencyToken, KEY_TTL_MICROS};
+use crate::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::Transfer;
 use issuing_domain::ledger::{AccountKind, TransferKind};
@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 #[derive(Deserialize)]
-pub(crate) struct MoveRequest {
+pub struct MoveRequest {
     #[serde(default)]
     card_id: Option<String>,
     #[serde(default)]
@@ -82,13 +82,13 @@ async fn card(
     .await
 }
 
-pub(crate) const ENDPOINT: &str = "cards/topup";
+pub const ENDPOINT: &str = "cards/topup";
 
 /// A top-up: the checks that need no lock here, on a reading connection, then the
 /// master balance's writer (`master_writer.rs`) decides the key, debits the master
 /// balance and writes the order, its event and its key in its next batch.
-pub(crate) async fn topup(
-    state: &AppState,
+pub async fn topup(
+    state: &App,
     project_id: &str,
     req: MoveRequest,
     token: IdempotencyToken,
@@ -107,7 +107,7 @@ pub(crate) async fn topup(
 /// the amount is the card read, so that a card that is not active still answers that
 /// first, as it would have without the shortcut.
 async fn checked(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     req: &MoveRequest,
     token: &IdempotencyToken,
@@ -140,7 +140,7 @@ async fn checked(
 }
 
 /// The fee of topping up `amount` on a card of `product`, if the product allows it.
-fn product_fee(state: &AppState, product: &str, amount: Amount) -> Result<Amount, ApiError> {
+fn product_fee(state: &App, product: &str, amount: Amount) -> Result<Amount, ApiError> {
     let product = state.catalog().product(product).ok_or_else(|| {
         ApiError::new(
             ErrorSlug::InvalidPricing,
@@ -176,7 +176,7 @@ fn topup_move(
 
 /// A top-up the provider confirmed, for the master balance's writer: its order as the
 /// worker saves it (completed), and the worker that holds its lease.
-pub(crate) struct Confirmed {
+pub struct Confirmed {
     pub order: OrderRecord,
     pub worker: String,
     pub card_id: String,
@@ -186,7 +186,7 @@ pub(crate) struct Confirmed {
 /// The batch's confirmed top-ups of one project (`items`, by place), planned before the
 /// batch's statement: each one's in-flight → card transfer, posted only if its order's
 /// save (`saves`, in the same statement) finds its worker still holding the lease.
-pub(crate) struct Confirmations<'i> {
+pub struct Confirmations<'i> {
     /// Each confirmation's place in the batch, its order's save (order, worker), its
     /// transfers, and its order's data as text; in the same order.
     places: Vec<usize>,
@@ -198,7 +198,7 @@ pub(crate) struct Confirmations<'i> {
 impl<'i> Confirmations<'i> {
     /// Plans `items`' confirmations (the cards' accounts are read only where this
     /// process does not know them).
-    pub(crate) async fn plan(
+    pub async fn plan(
         conn: &mut BatchConn<'_>,
         project_id: &str,
         items: &[&'i Item],
@@ -254,19 +254,19 @@ impl<'i> Confirmations<'i> {
     }
 
     /// Every planned transfer, for the accounts the batch locks.
-    pub(crate) fn plans(&self) -> &[Vec<Planned>] {
+    pub fn plans(&self) -> &[Vec<Planned>] {
         &self.plans
     }
 
     /// The orders' saves, completed and their leases released, as a part of the
     /// batch's statement.
-    pub(crate) fn saves(&self) -> Part<'_> {
+    pub fn saves(&self) -> Part<'_> {
         orders::steps_part(&self.saves, &self.datas)
     }
 
     /// Each confirmation by place: its transfers if its order was saved (`rows`: of
     /// `saves`), else `LeaseLost` (it moves nothing).
-    pub(crate) fn saved(self, rows: &[Row]) -> Result<Vec<(usize, PlanOrLost)>, StoreError> {
+    pub fn saved(self, rows: &[Row]) -> Result<Vec<(usize, PlanOrLost)>, StoreError> {
         let saved = orders::saved(&self.saves, rows)?;
         Ok(self
             .places
@@ -287,23 +287,23 @@ impl<'i> Confirmations<'i> {
 }
 
 /// A confirmation's transfers, or why it moves nothing.
-pub(crate) type PlanOrLost = Result<Vec<Planned>, ApiError>;
+pub type PlanOrLost = Result<Vec<Planned>, ApiError>;
 
 /// A top-up for the master balance's writer.
-pub(crate) struct TopupMove {
+pub struct TopupMove {
     pub card_id: String,
     pub amount: Amount,
     pub fee: Amount,
 }
 
 impl TopupMove {
-    pub(crate) fn charged(&self) -> i64 {
+    pub fn charged(&self) -> i64 {
         self.amount.micros() + self.fee.micros()
     }
 
     /// The master balance pays the amount into in-flight (it reaches the card when the
     /// provider confirms) and the fee into fee income.
-    pub(crate) fn transfers(
+    pub fn transfers(
         &self,
         order_id: &str,
         accounts: &ProjectAccounts,
@@ -327,7 +327,7 @@ impl TopupMove {
     }
 
     /// The order and its `card.topup` event.
-    pub(crate) fn made(&self, m: &Move) -> Made {
+    pub fn made(&self, m: &Move) -> Made {
         let order = new_order(
             &m.project_id,
             &m.order_id,
@@ -356,15 +356,15 @@ impl TopupMove {
 }
 
 /// A top-up's response: its order.
-pub(crate) fn body(order: &OrderRecord) -> Result<Value, StoreError> {
-    let mut body = serde_json::to_value(OrderView::from(order.clone()))
+pub fn body(order: &OrderRecord) -> Result<Value, StoreError> {
+    let mut body = serde_json::to_value(order_answer(order.clone()))
         .map_err(|e| StoreError::Corrupt(e.to_string()))?;
     body["success"] = json!(true);
     Ok(body)
 }
 
 /// Why a top-up may not go to a card with this status (`None`: not found).
-pub(crate) fn card_refusal(status: Option<&String>) -> Option<ApiError> {
+pub fn card_refusal(status: Option<&String>) -> Option<ApiError> {
     match status.map(String::as_str) {
         Some("active") => None,
         Some(status) => Some(ApiError::new(
@@ -375,8 +375,8 @@ pub(crate) fn card_refusal(status: Option<&String>) -> Option<ApiError> {
     }
 }
 
-pub(crate) async fn withdraw(
-    state: &AppState,
+pub async fn withdraw(
+    state: &App,
     project_id: &str,
     req: MoveRequest,
     token: IdempotencyToken,
@@ -447,7 +447,7 @@ pub(crate) async fn withdraw(
 }
 
 /// A new top-up or withdraw order; the flow sets its balances once its debit answered.
-pub(crate) fn new_order(
+pub fn new_order(
     project_id: &str,
     order_id: &str,
     order_type: &str,
@@ -492,7 +492,7 @@ async fn record(
 }
 
 /// Wakes this process's workers once the order is committed.
-fn announced(state: &AppState) {
+fn announced(state: &App) {
     state.orders_wakeup.notify_one();
     state.deliveries_wakeup.notify_one();
 }

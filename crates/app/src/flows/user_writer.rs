@@ -30,11 +30,11 @@ const POSTGRES_STRIPES: usize = 2;
 
 /// The handle to the writers. Cloning shares them.
 #[derive(Clone, Debug)]
-pub(crate) struct UserWriter(BatchWriter<UserRecord, ()>);
+pub struct UserWriter(BatchWriter<UserRecord, ()>);
 
 impl UserWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(store: Store) -> UserWriter {
+    pub fn start(store: Store) -> UserWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
         let apply: ApplyFn<UserRecord, ()> = Arc::new(|mut conn, users, only| {
             Box::pin(async move {
@@ -51,13 +51,13 @@ impl UserWriter {
         ))
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         self.0.stats()
     }
 
     /// Inserts `user` in its writer's next batch; answers once that batch is durable,
     /// `user_already_exists` if its external id was taken in its project.
-    pub(crate) async fn create(&self, user: UserRecord) -> Result<(), ApiError> {
+    pub async fn create(&self, user: UserRecord) -> Result<(), ApiError> {
         let key = format!("{}\u{0}{}", user.project_id, user.external_user_id);
         self.0.submit(&key, user).await
     }

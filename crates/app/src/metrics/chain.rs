@@ -12,7 +12,7 @@ const HANDLED: [&str; 3] = ["credited", "duplicate", "credited_by_operator"];
 const TRANSFER_OUTCOMES: usize = HANDLED.len() + Ignored::ALL.len();
 
 #[derive(Default)]
-pub(crate) struct ChainMetrics {
+pub struct ChainMetrics {
     enabled: AtomicU64,
     polls: [AtomicU64; POLL_OUTCOMES.len()],
     transfers: [AtomicU64; TRANSFER_OUTCOMES],

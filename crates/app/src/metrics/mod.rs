@@ -1,49 +1,35 @@
-//! Prometheus metrics, served on their own listener (`metrics_listen`) as `GET /metrics`.
+//! Prometheus metrics of the core, served with the API's own by `GET /metrics` on their
+//! own listener (`metrics_listen`; `issuing-api`'s `metrics/`).
 //!
-//! What happens in this process (HTTP requests, webhook attempts) is counted in memory as
-//! it happens; what lives in the database (orders, queue depths) is counted by the
+//! What happens in this process (webhook attempts, provider calls, the chain watcher) is
+//! counted in memory as it happens; what lives in the database (orders, queue depths) is counted by the
 //! database when scraped, at most once a second and within a time limit. Every label
 //! has a bounded set of values: HTTP endpoints are route paths, never raw request paths.
 //! The metric names and labels are listed in docs/operations.md, "Metrics and logs".
 
 mod chain;
-mod http;
-mod listener;
+mod db;
 mod provider;
-mod text;
+pub mod text;
 mod upkeep;
-
-pub(crate) use http::track_requests;
-pub(crate) use listener::serve;
 
 use issuing_store::group_commit::Stats as GroupCommitStats;
 use issuing_store::stats::{DeliveryQueue, OrderCount, PoolStats};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use text::Text;
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
-pub(crate) const BUCKETS: [f64; 11] = [
+pub const BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-
-/// The endpoint label of requests that matched no route.
-pub(crate) const OTHER_ENDPOINT: &str = "other";
-
-/// More distinct endpoints than the router has routes would be a bug; past this bound
-/// they are counted as `other` rather than growing the series without end.
-const MAX_ENDPOINTS: usize = 128;
 
 /// Outcomes of webhook attempts (`issuing_webhook_attempts_total{outcome}`).
 const WEBHOOK_OUTCOMES: [&str; 3] = ["succeeded", "failed", "retry"];
 
 /// The process's metrics. One per running server.
 #[derive(Default)]
-pub(crate) struct Metrics {
-    http: Mutex<BTreeMap<String, Endpoint>>,
-    in_flight: AtomicI64,
+pub struct Metrics {
     webhook_attempts: [AtomicU64; 3],
     /// The chain watcher's counters.
     pub chain: chain::ChainMetrics,
@@ -55,57 +41,15 @@ pub(crate) struct Metrics {
     db: tokio::sync::Mutex<Option<(Instant, Option<DbStats>)>>,
 }
 
-#[derive(Default)]
-struct Endpoint {
-    by_status: BTreeMap<u16, u64>,
-    /// Per bucket (not cumulative); the last one is `+Inf`.
-    buckets: [u64; BUCKETS.len() + 1],
-    sum: f64,
-    count: u64,
-}
-
 /// Counts read from the database at scrape time.
 #[derive(Debug, Clone)]
-pub(crate) struct DbStats {
+pub struct DbStats {
     pub orders: Vec<OrderCount>,
     pub orders_due: i64,
     pub deliveries: DeliveryQueue,
 }
 
 impl Metrics {
-    /// One answered HTTP request. `endpoint` is a route path or `other`.
-    pub fn record_request(&self, endpoint: &str, status: u16, elapsed: Duration) {
-        let mut http = self.http.lock().unwrap_or_else(PoisonError::into_inner);
-        let endpoint = if http.contains_key(endpoint) || http.len() < MAX_ENDPOINTS {
-            endpoint
-        } else {
-            OTHER_ENDPOINT
-        };
-        if !http.contains_key(endpoint) {
-            http.insert(endpoint.to_owned(), Endpoint::default());
-        }
-        let Some(e) = http.get_mut(endpoint) else {
-            return;
-        };
-        *e.by_status.entry(status).or_default() += 1;
-        let secs = elapsed.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|le| secs <= *le)
-            .unwrap_or(BUCKETS.len());
-        e.buckets[bucket] += 1;
-        e.sum += secs;
-        e.count += 1;
-    }
-
-    pub fn request_started(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn request_ended(&self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-
     /// One webhook attempt sent, by the delivery state it led to: `succeeded`, `failed`,
     /// or `pending` (a retry is scheduled).
     pub fn webhook_attempt(&self, delivery_state: &str) {
@@ -117,15 +61,8 @@ impl Metrics {
         self.webhook_attempts[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The text exposition of everything: in-process counters, the database counts
-    /// (`None` when the database did not answer) and the connection pool.
-    pub fn render(
-        &self,
-        db: Option<&DbStats>,
-        pool: PoolStats,
-        writers: &[(&str, &GroupCommitStats)],
-    ) -> String {
-        let mut t = Text::default();
+    /// `issuing_build_info`: the first family of a scrape.
+    pub fn render_build_info(&self, t: &mut Text) {
         t.family(
             "issuing_build_info",
             "gauge",
@@ -136,8 +73,17 @@ impl Metrics {
             &[("version", env!("CARGO_PKG_VERSION"))],
             1u64,
         );
-        self.render_http(&mut t);
+    }
 
+    /// The core's families: in-process counters, the database counts (`None` when the
+    /// database did not answer), the connection pool and the batch writers.
+    pub fn render(
+        &self,
+        t: &mut Text,
+        db: Option<&DbStats>,
+        pool: PoolStats,
+        writers: &[(&str, &GroupCommitStats)],
+    ) {
         t.family(
             "issuing_webhook_attempts_total",
             "counter",
@@ -147,9 +93,9 @@ impl Metrics {
             let n = self.webhook_attempts[i].load(Ordering::Relaxed);
             t.sample("issuing_webhook_attempts_total", &[("outcome", outcome)], n);
         }
-        self.chain.render(&mut t);
-        self.upkeep.render(&mut t);
-        self.provider.render(&mut t);
+        self.chain.render(t);
+        self.upkeep.render(t);
+        self.provider.render(t);
 
         t.family(
             "issuing_db_up",
@@ -158,7 +104,7 @@ impl Metrics {
         );
         t.sample("issuing_db_up", &[], u64::from(db.is_some()));
         if let Some(db) = db {
-            render_db(&mut t, db);
+            render_db(t, db);
         }
 
         t.family(
@@ -182,57 +128,13 @@ impl Metrics {
             "The most connections this process's database pool opens.",
         );
         t.sample("issuing_db_pool_max_connections", &[], pool.max);
-        render_writers(&mut t, writers);
-        t.finish()
-    }
-
-    fn render_http(&self, t: &mut Text) {
-        let http = self.http.lock().unwrap_or_else(PoisonError::into_inner);
-        t.family(
-            "issuing_http_requests_total",
-            "counter",
-            "HTTP requests answered, by endpoint (route path, or other) and status code.",
-        );
-        for (endpoint, e) in http.iter() {
-            for (status, n) in &e.by_status {
-                let status = status.to_string();
-                t.sample(
-                    "issuing_http_requests_total",
-                    &[("endpoint", endpoint), ("status", &status)],
-                    *n,
-                );
-            }
-        }
-        t.family(
-            "issuing_http_request_duration_seconds",
-            "histogram",
-            "Time from receiving an HTTP request to answering it, by endpoint.",
-        );
-        for (endpoint, e) in http.iter() {
-            render_histogram(
-                t,
-                "issuing_http_request_duration_seconds",
-                ("endpoint", endpoint),
-                (&e.buckets, e.sum, e.count),
-            );
-        }
-        drop(http);
-        t.family(
-            "issuing_http_requests_in_flight",
-            "gauge",
-            "HTTP requests being answered right now.",
-        );
-        t.sample(
-            "issuing_http_requests_in_flight",
-            &[],
-            self.in_flight.load(Ordering::Relaxed),
-        );
+        render_writers(t, writers);
     }
 }
 
 /// One histogram's `_bucket` (cumulative), `_sum` and `_count` samples, labelled with
 /// `label`; `buckets` are per bucket, the last one `+Inf`.
-pub(crate) fn render_histogram(
+pub fn render_histogram(
     t: &mut Text,
     family: &str,
     label: (&str, &str),
@@ -336,25 +238,17 @@ mod tests {
     }
 
     #[test]
-    fn counts_requests_into_a_histogram() {
+    fn renders_the_core_families() {
         let m = Metrics::default();
-        m.record_request("/api/v2/users/create", 200, Duration::from_millis(3));
-        m.record_request("/api/v2/users/create", 200, Duration::from_millis(70));
-        m.record_request("/api/v2/users/create", 409, Duration::from_secs(20));
         m.webhook_attempt("pending");
         let topups = GroupCommitStats::default();
         topups.batches.fetch_add(2, Ordering::Relaxed);
         topups.operations.fetch_add(9, Ordering::Relaxed);
-        let text = m.render(None, pool(), &[("topups", &topups)]);
+        let mut t = Text::default();
+        m.render_build_info(&mut t);
+        m.render(&mut t, None, pool(), &[("topups", &topups)]);
+        let text = t.finish();
         for line in [
-            "issuing_http_requests_total{endpoint=\"/api/v2/users/create\",status=\"200\"} 2",
-            "issuing_http_requests_total{endpoint=\"/api/v2/users/create\",status=\"409\"} 1",
-            "issuing_http_request_duration_seconds_bucket{endpoint=\"/api/v2/users/create\",le=\"0.005\"} 1",
-            "issuing_http_request_duration_seconds_bucket{endpoint=\"/api/v2/users/create\",le=\"0.05\"} 1",
-            "issuing_http_request_duration_seconds_bucket{endpoint=\"/api/v2/users/create\",le=\"0.1\"} 2",
-            "issuing_http_request_duration_seconds_bucket{endpoint=\"/api/v2/users/create\",le=\"10\"} 2",
-            "issuing_http_request_duration_seconds_bucket{endpoint=\"/api/v2/users/create\",le=\"+Inf\"} 3",
-            "issuing_http_request_duration_seconds_count{endpoint=\"/api/v2/users/create\"} 3",
             "issuing_webhook_attempts_total{outcome=\"retry\"} 1",
             "issuing_webhook_attempts_total{outcome=\"succeeded\"} 0",
             "issuing_db_up 0",
@@ -365,17 +259,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
+        assert!(text.starts_with("# HELP issuing_build_info"), "{text}");
         assert!(!text.contains("issuing_orders"), "{text}");
-    }
-
-    #[test]
-    fn endpoints_are_bounded() {
-        let m = Metrics::default();
-        for i in 0..MAX_ENDPOINTS + 10 {
-            m.record_request(&format!("/e{i}"), 200, Duration::ZERO);
-        }
-        let http = m.http.lock().unwrap_or_else(PoisonError::into_inner);
-        assert_eq!(http.len(), MAX_ENDPOINTS + 1);
-        assert_eq!(http[OTHER_ENDPOINT].count, 10);
     }
 }

@@ -24,7 +24,7 @@ struct Histogram {
 }
 
 #[derive(Default)]
-pub(crate) struct ProviderMetrics {
+pub struct ProviderMetrics {
     calls: Mutex<BTreeMap<Key, u64>>,
     retries: Mutex<BTreeMap<Key, u64>>,
     asa_answers: Mutex<BTreeMap<Key, u64>>,

@@ -3,10 +3,10 @@
 
 use std::fmt::Write;
 
-pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[derive(Default)]
-pub(crate) struct Text {
+pub struct Text {
     out: String,
 }
 
@@ -56,7 +56,7 @@ fn escape_label(out: &mut String, v: &str) {
 }
 
 /// A sample value: integers as they are, floats in plain decimal notation.
-pub(crate) trait Value {
+pub trait Value {
     fn write(&self, out: &mut String);
 }
 

@@ -6,7 +6,7 @@ use super::text::Text;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Tables retention deletes from (`issuing_retention_deleted_rows_total{table}`).
-pub(crate) const TABLES: [&str; 4] = [
+pub const TABLES: [&str; 4] = [
     "webhook_deliveries",
     "events",
     "replay_guard",
@@ -16,7 +16,7 @@ pub(crate) const TABLES: [&str; 4] = [
 const REASONS: [&str; 2] = ["failing", "gone"];
 
 #[derive(Default)]
-pub(crate) struct UpkeepMetrics {
+pub struct UpkeepMetrics {
     deleted: [AtomicU64; TABLES.len()],
     deactivated: [AtomicU64; REASONS.len()],
 }

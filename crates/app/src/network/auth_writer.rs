@@ -55,7 +55,7 @@ const POSTGRES_STRIPES: usize = 2;
 
 /// The handle to the writers. Cloning shares them.
 #[derive(Clone, Debug)]
-pub(crate) struct AuthWriter(BatchWriter<Request, Authorized>);
+pub struct AuthWriter(BatchWriter<Request, Authorized>);
 
 /// What every batch needs besides its requests.
 struct Context {
@@ -65,7 +65,7 @@ struct Context {
 
 impl AuthWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(
+    pub fn start(
         store: Store,
         controls: Arc<ControlsCache>,
         hold_expiry: Duration,
@@ -97,13 +97,13 @@ impl AuthWriter {
         ))
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         self.0.stats()
     }
 
     /// Decides and writes `req` in its card's writer's next batch; answers once that
     /// batch is durable.
-    pub(crate) async fn submit(&self, req: Request) -> Result<Authorized, ApiError> {
+    pub async fn submit(&self, req: Request) -> Result<Authorized, ApiError> {
         let card = req.card_id.clone();
         self.0.submit(&card, req).await
     }

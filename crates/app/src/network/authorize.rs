@@ -13,7 +13,7 @@ use super::controls::{Endpoint, ProjectControls};
 use super::decide::{self, limits::CardLimits, webhook::Route, Decline};
 use super::plan::{new_tx, set_counted, Move, Plan, Side};
 use super::{Applied, Purchase};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{TxKind, TxStatus};
 use issuing_domain::controls::decision::Outcome;
 use issuing_domain::controls::limits::{Counted, Usage};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// One authorization request, owned: it waits in the writer's queue.
 #[derive(Debug, Clone)]
-pub(crate) struct Request {
+pub struct Request {
     pub project_id: String,
     pub card_id: String,
     pub amount: Amount,
@@ -40,7 +40,7 @@ pub(crate) struct Request {
 
 /// A decision webhook still to be asked about an authorization held tentatively.
 #[derive(Debug, Clone)]
-pub(crate) struct Ask {
+pub struct Ask {
     pub endpoint: Endpoint,
     /// How long the endpoint is given.
     pub time: Duration,
@@ -49,7 +49,7 @@ pub(crate) struct Ask {
 }
 
 /// What the writer did with an authorization.
-pub(crate) enum Authorized {
+pub enum Authorized {
     /// Decided (approved or declined) and emitted.
     Done(Applied),
     /// Held tentatively; the endpoint must be asked.
@@ -62,7 +62,7 @@ pub(crate) enum Authorized {
 /// Decides and records one authorization in the authorizations' writer's next batch;
 /// answers once that batch is durable.
 pub(super) async fn authorize(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     card_id: &str,
     amount: Amount,
@@ -86,7 +86,7 @@ pub(super) async fn authorize(
 /// What deciding an authorization needs besides the request: the card as its batch
 /// found it, its available funds as the batch has left them, its project's controls and
 /// (when a limit needs it) what its limits' windows counted before it.
-pub(crate) struct Found<'a> {
+pub struct Found<'a> {
     pub card: &'a CardRecord,
     pub available: i64,
     pub controls: &'a ProjectControls,
@@ -97,7 +97,7 @@ pub(crate) struct Found<'a> {
 
 /// An authorization decided: its plan, and the webhook to ask when it is held
 /// tentatively.
-pub(crate) struct Decided {
+pub struct Decided {
     pub plan: Plan,
     pub ask: Option<Ask>,
 }
@@ -105,7 +105,7 @@ pub(crate) struct Decided {
 /// The stages in CONTRACT §11's order (status, rules, limits, funds, the decision
 /// webhook) on what the batch found; the first that declines decides. `now` is the
 /// batch's time.
-pub(crate) fn decide(req: &Request, found: &Found<'_>, now: i64) -> Result<Decided, ApiError> {
+pub fn decide(req: &Request, found: &Found<'_>, now: i64) -> Result<Decided, ApiError> {
     let card = found.card;
     let amount = req.amount.micros();
     let mut rec = new_tx(

@@ -19,7 +19,7 @@ const MAX_PROJECTS: usize = 10_000;
 
 /// A project's decision endpoint, ready to call.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Endpoint {
+pub struct Endpoint {
     pub url: String,
     pub timeout: Duration,
     pub on_timeout: OnTimeout,
@@ -28,7 +28,7 @@ pub(crate) struct Endpoint {
 
 /// What an authorization needs of its project's controls.
 #[derive(Debug, Default)]
-pub(crate) struct ProjectControls {
+pub struct ProjectControls {
     pub revision: i64,
     /// Rules that are not inactive, compiled.
     pub rules: Vec<Rule>,
@@ -36,7 +36,7 @@ pub(crate) struct ProjectControls {
 }
 
 #[derive(Default)]
-pub(crate) struct ControlsCache {
+pub struct ControlsCache {
     entries: Mutex<HashMap<String, Arc<ProjectControls>>>,
     /// Revision 0: the project never had a rule or an endpoint.
     none: Arc<ProjectControls>,
@@ -109,7 +109,7 @@ async fn load(
     })
 }
 
-pub(crate) fn compile(r: &RuleRecord) -> Result<Rule, ApiError> {
+pub fn compile(r: &RuleRecord) -> Result<Rule, ApiError> {
     let broken = |what: &str| {
         tracing::error!(rule_id = %r.id, what, "stored rule cannot be compiled");
         ApiError::internal()

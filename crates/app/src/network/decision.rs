@@ -13,8 +13,8 @@ use super::authorize::Ask;
 use super::execute::{execute, lock_card};
 use super::plan::{set_counted, Move, Plan, Side};
 use super::Applied;
-use crate::state::AppState;
 use crate::webhooks::http;
+use crate::App;
 use issuing_domain::card_tx::{tx_type, TxKind, TxStatus};
 use issuing_domain::controls::decision::{outcome, read_answer, Answer, OnTimeout, Outcome};
 use issuing_domain::controls::limits::Counted;
@@ -30,7 +30,7 @@ use std::time::Duration;
 
 /// How long after its deadline an awaited decision is left to the process that asked;
 /// then the recovery pass decides it by `on_timeout`.
-pub(crate) const RECOVERY_MARGIN: Duration = Duration::from_secs(5);
+pub const RECOVERY_MARGIN: Duration = Duration::from_secs(5);
 /// How often a replayed message looks whether its original was decided.
 const REPLAY_POLL: Duration = Duration::from_millis(20);
 /// Awaited decisions resolved per recovery pass.
@@ -38,7 +38,7 @@ const RECOVERY_BATCH: i64 = 100;
 
 /// Asks the endpoint and applies its decision. Runs as a task of its own, so a caller
 /// that goes away (a dropped HTTP request) does not leave the decision half made.
-pub(super) async fn ask(state: &AppState, applied: Applied, ask: Ask) -> Result<Applied, ApiError> {
+pub(super) async fn ask(state: &App, applied: Applied, ask: Ask) -> Result<Applied, ApiError> {
     let task_state = state.clone();
     let task = tokio::spawn(async move {
         let answer = call(&task_state, &applied, &ask).await;
@@ -74,7 +74,7 @@ fn request_body(applied: &Applied, ask: &Ask, deadline: i64) -> Value {
 }
 
 /// One attempt; never retried.
-async fn call(state: &AppState, applied: &Applied, ask: &Ask) -> Answer {
+async fn call(state: &App, applied: &Applied, ask: &Ask) -> Answer {
     let project_id = &applied.tx.project_id;
     let key = async {
         let mut conn = state.store.conn().await?;
@@ -144,8 +144,8 @@ fn open(key: &issuing_envelope::Key, body: &[u8]) -> Answer {
 /// An approval moves no money: it is one update conditional on the transaction still
 /// being `t` (awaiting, as phase 1 left it), with no lock on the card's accounts. A
 /// decline releases the hold, so it locks the card and re-reads the transaction first.
-pub(crate) async fn resolve(
-    state: &AppState,
+pub async fn resolve(
+    state: &App,
     t: &CardTxRecord,
     card: Option<&CardRecord>,
     decided: &Outcome,
@@ -192,7 +192,7 @@ async fn decide(
 
 /// Declines an awaited authorization inside the caller's transaction (the card's
 /// accounts locked): `cards/close` on a card whose decision is still out.
-pub(crate) async fn decline_awaiting(
+pub async fn decline_awaiting(
     conn: &mut Conn,
     card: &CardRecord,
     prev: &CardTxRecord,
@@ -235,7 +235,7 @@ fn plan_decided(prev: &CardTxRecord, decided: &Outcome, now: i64) -> Plan {
 
 /// The recovery pass: decides every authorization still awaiting a decision whose
 /// deadline passed `RECOVERY_MARGIN` ago, by its stored `on_timeout`.
-pub(crate) async fn recover(state: &AppState) -> Result<usize, ApiError> {
+pub async fn recover(state: &App) -> Result<usize, ApiError> {
     let margin = i64::try_from(RECOVERY_MARGIN.as_micros()).unwrap_or(0);
     let overdue = {
         let mut conn = state.store.conn().await?;
@@ -256,7 +256,7 @@ pub(crate) async fn recover(state: &AppState) -> Result<usize, ApiError> {
 /// A transaction answered to a replayed message: once its decision is made. While its
 /// original still awaits the endpoint, the replay waits (bounded by the deadline and
 /// the recovery margin) and answers the final state.
-pub(super) async fn settled(state: &AppState, applied: Applied) -> Result<Applied, ApiError> {
+pub(super) async fn settled(state: &App, applied: Applied) -> Result<Applied, ApiError> {
     if !applied.tx.awaiting_decision() {
         return Ok(applied);
     }

@@ -5,7 +5,7 @@
 
 use super::plan::{Move, Plan, Side, Write};
 use super::{view, wrong_state, Applied};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, Transfer};
 use issuing_store::card_txs::{self, CardTxRecord};
@@ -16,7 +16,7 @@ use issuing_store::writer::AsBatch;
 use issuing_store::{controls, Conn, StoreError, Tx};
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
-pub(crate) fn card_not_found() -> ApiError {
+pub fn card_not_found() -> ApiError {
     ApiError::new(ErrorSlug::CardNotFound, "Card not found")
 }
 
@@ -28,7 +28,7 @@ fn tx_not_found() -> ApiError {
 /// lock order), so every message on one card is serialised on PostgreSQL before it
 /// touches the network account; SQLite's write transaction serialises already. The
 /// card's available funds and its project's controls revision come with it.
-pub(crate) async fn lock_card(
+pub async fn lock_card(
     conn: &mut Conn,
     project_id: &str,
     card_id: &str,
@@ -51,8 +51,8 @@ pub(crate) async fn lock_card(
 
 /// Opens the transaction a message names: its card's accounts locked, then the
 /// transaction re-read under that lock (the state its update will be conditional on).
-pub(crate) async fn open_tx(
-    state: &AppState,
+pub async fn open_tx(
+    state: &App,
     project_id: &str,
     transaction_id: &str,
 ) -> Result<(Tx, CardRecord, CardTxRecord), ApiError> {
@@ -63,7 +63,7 @@ pub(crate) async fn open_tx(
 
 /// `open_tx` on a transaction the caller began (and may have locked the master
 /// account in first); the card's free funds come with it.
-pub(crate) async fn read_tx(
+pub async fn read_tx(
     conn: &mut Conn,
     project_id: &str,
     transaction_id: &str,
@@ -80,8 +80,8 @@ pub(crate) async fn read_tx(
 
 /// Opens a card a posting without an authorization lands on (force post, unlinked
 /// refund): it must have been issued.
-pub(crate) async fn open_issued_card(
-    state: &AppState,
+pub async fn open_issued_card(
+    state: &App,
     project_id: &str,
     card_id: &str,
 ) -> Result<(Tx, CardRecord), ApiError> {
@@ -92,7 +92,7 @@ pub(crate) async fn open_issued_card(
 
 /// `open_issued_card` on a transaction the caller began; the card's free funds come
 /// with it.
-pub(crate) async fn read_issued_card(
+pub async fn read_issued_card(
     conn: &mut Conn,
     project_id: &str,
     card_id: &str,
@@ -109,7 +109,7 @@ pub(crate) async fn read_issued_card(
 
 /// Applies `plan` on `conn` (the card's accounts already locked by the caller):
 /// the rows, then the moves, then the event and the message id, then rule results.
-pub(crate) async fn execute(
+pub async fn execute(
     conn: &mut Conn,
     card: &CardRecord,
     plan: Plan,
@@ -212,7 +212,7 @@ async fn emit(conn: &mut Conn, card: &CardRecord, rec: &CardTxRecord) -> Result<
     .map(|_| ())
 }
 
-pub(crate) async fn commit(tx: Tx) -> Result<(), ApiError> {
+pub async fn commit(tx: Tx) -> Result<(), ApiError> {
     tx.commit().await.map_err(StoreError::from)?;
     Ok(())
 }
@@ -222,7 +222,7 @@ fn insufficient_funds() -> ApiError {
 }
 
 /// Maps ledger and message errors of a network flow to API errors.
-pub(crate) fn flow_error(e: StoreError) -> ApiError {
+pub fn flow_error(e: StoreError) -> ApiError {
     match e {
         StoreError::InsufficientFunds { .. } => insufficient_funds(),
         // The same network message committed by a concurrent request.

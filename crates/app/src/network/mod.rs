@@ -13,20 +13,22 @@
 //! that carries a network message id is applied at most once: a replay answers the
 //! transaction as it is now (once its decision webhook, if any, has answered).
 
-pub(crate) mod auth_writer;
-pub(crate) mod authorize;
-pub(crate) mod controls;
-pub(crate) mod decide;
-pub(crate) mod decision;
-pub(crate) mod execute;
-pub(crate) mod plan;
+pub mod auth_writer;
+pub mod authorize;
+pub mod controls;
+pub mod decide;
+pub mod decision;
+pub mod execute;
+pub mod limits;
+pub mod plan;
 mod refund;
-pub(crate) mod release;
+pub mod release;
 mod settle;
-pub(crate) mod usage;
-pub(crate) mod view;
+pub mod simulate;
+pub mod usage;
+pub mod view;
 
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{TxKind, TxStatus};
 use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::{self, CardRecord};
@@ -39,21 +41,21 @@ const MAX_MESSAGE_ID_LEN: usize = 255;
 
 /// The merchant of a card transaction.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Merchant {
+pub struct Merchant {
     pub name: String,
     pub mcc: String,
     pub country: String,
 }
 
 impl Merchant {
-    pub(crate) fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({ "name": self.name, "mcc": self.mcc, "country": self.country })
     }
 }
 
 /// Where the money was spent, in the merchant's currency.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Purchase {
+pub struct Purchase {
     pub merchant: Merchant,
     /// ISO 4217, upper case.
     pub merchant_currency: String,
@@ -63,7 +65,7 @@ pub(crate) struct Purchase {
 /// Where a message that takes money out of a card comes from, which decides what
 /// happens when the card cannot pay it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// The sandbox's simulator (`simulate/cards/*`, the console): a settlement beyond
     /// the card's funds is refused (403 `insufficient_funds`) and nothing changes.
     Sandbox,
@@ -75,7 +77,7 @@ pub(crate) enum Origin {
 
 /// A message from the card network.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Message {
+pub enum Message {
     /// Asks to hold `amount` on the card: approved (held) or declined.
     Authorization {
         card_id: String,
@@ -128,7 +130,7 @@ impl Message {
 
 /// A transaction as a message left it, with its card.
 #[derive(Debug, Clone)]
-pub(crate) struct Applied {
+pub struct Applied {
     pub tx: CardTxRecord,
     pub card: CardRecord,
 }
@@ -137,8 +139,8 @@ pub(crate) struct Applied {
 /// of the message: a message already applied is not applied again, and its transaction
 /// is answered as it is now. An authorization waits for the project's decision webhook
 /// (within its own `timeout_ms`).
-pub(crate) async fn apply(
-    state: &AppState,
+pub async fn apply(
+    state: &App,
     project_id: &str,
     message_id: Option<&str>,
     message: Message,
@@ -150,8 +152,8 @@ pub(crate) async fn apply(
 /// authorization's decision webhook must have answered by `decision_deadline`. What
 /// remains is measured when the authorization is decided, after its wait for the
 /// writer; less than `MIN_CALL` decides by `on_timeout` without a call.
-pub(crate) async fn apply_within(
-    state: &AppState,
+pub async fn apply_within(
+    state: &App,
     project_id: &str,
     message_id: Option<&str>,
     message: Message,
@@ -263,7 +265,7 @@ pub(crate) async fn apply_within(
 }
 
 async fn already_applied(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     message_id: &str,
 ) -> Result<Option<Applied>, ApiError> {
@@ -273,7 +275,7 @@ async fn already_applied(
 
 /// The transaction a network message already made, as `conn` sees it (inside a group
 /// commit batch, that includes copies applied earlier in the same batch).
-pub(crate) async fn applied_on(
+pub async fn applied_on(
     conn: &mut Conn,
     project_id: &str,
     message_id: &str,
@@ -305,7 +307,7 @@ fn wrong_state(tx: &CardTxRecord, action: &str) -> ApiError {
     )
 }
 
-pub(crate) fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError> {
+pub fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError> {
     match (TxKind::parse(&tx.tx_kind), TxStatus::parse(&tx.status)) {
         (Some(k), Some(s)) => Ok((k, s)),
         _ => {
@@ -316,11 +318,11 @@ pub(crate) fn kind_of(tx: &CardTxRecord) -> Result<(TxKind, TxStatus), ApiError>
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+pub mod tests {
     //! Fixtures for the unit tests of the plans and stages.
     use super::*;
 
-    pub(crate) fn card() -> CardRecord {
+    pub fn card() -> CardRecord {
         CardRecord {
             id: "card".into(),
             project_id: "project".into(),
@@ -347,7 +349,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn purchase() -> Purchase {
+    pub fn purchase() -> Purchase {
         Purchase {
             merchant: Merchant {
                 name: "Shop".into(),

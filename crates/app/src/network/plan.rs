@@ -16,7 +16,7 @@ use super::Purchase;
 /// Which account a move touches: the card's, or (for the network and a shortfall) the
 /// project's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
+pub enum Side {
     Funds,
     Hold,
     Network,
@@ -29,7 +29,7 @@ pub(crate) enum Side {
 
 /// One ledger transfer of the subject transaction's money; zero moves nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Move {
+pub struct Move {
     pub kind: TransferKind,
     pub from: Side,
     pub to: Side,
@@ -51,7 +51,7 @@ impl Move {
 /// A row write: a new transaction, or a change conditional on the row still being
 /// `prev` (another message that changed it first makes the change fail).
 #[derive(Debug, Clone)]
-pub(crate) enum Write {
+pub enum Write {
     Insert(Box<CardTxRecord>),
     Update {
         prev: Box<CardTxRecord>,
@@ -60,7 +60,7 @@ pub(crate) enum Write {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Applied in order.
     pub writes: Vec<Write>,
     /// Tagged with the subject transaction; applied in order, after the writes.
@@ -110,7 +110,7 @@ impl Plan {
 }
 
 /// A fresh transaction record on `card` (ids and times filled in), counting nothing.
-pub(crate) fn new_tx(
+pub fn new_tx(
     card: &CardRecord,
     kind: TxKind,
     status: TxStatus,
@@ -150,7 +150,7 @@ pub(crate) fn new_tx(
 }
 
 /// How the transaction counts toward limits now.
-pub(crate) fn counted(t: &CardTxRecord) -> Counted {
+pub fn counted(t: &CardTxRecord) -> Counted {
     Counted {
         amount: t.counted_amount,
         counts: t.counts,
@@ -158,7 +158,7 @@ pub(crate) fn counted(t: &CardTxRecord) -> Counted {
 }
 
 /// Sets what the transaction counts.
-pub(crate) fn set_counted(t: &mut CardTxRecord, c: Counted) {
+pub fn set_counted(t: &mut CardTxRecord, c: Counted) {
     t.counted_amount = c.amount;
     t.counts = c.counts;
 }

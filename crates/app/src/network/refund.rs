@@ -5,7 +5,7 @@
 use super::execute::{commit, execute, open_issued_card, open_tx};
 use super::plan::{new_tx, Move, Plan, Side, Write};
 use super::{kind_of, wrong_state, Applied, Merchant, Purchase};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{is_refundable, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
 use issuing_domain::time::now_micros;
@@ -14,7 +14,7 @@ use issuing_store::cards::CardRecord;
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
 pub(super) async fn refund(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     transaction_id: &str,
     amount: Option<Amount>,
@@ -96,7 +96,7 @@ fn proportional(value: i64, part: i64, whole: i64) -> i64 {
 }
 
 pub(super) async fn unlinked(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     card_id: &str,
     amount: Amount,

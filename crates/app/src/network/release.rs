@@ -6,7 +6,7 @@
 use super::execute::{commit, execute, lock_card, open_tx};
 use super::plan::{counted, set_counted, Move, Plan, Side};
 use super::{kind_of, wrong_state, Applied};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{is_open_auth, tx_type, TxKind, TxStatus};
 use issuing_domain::ledger::TransferKind;
 use issuing_domain::time::now_micros;
@@ -16,7 +16,7 @@ use issuing_store::Conn;
 use issuing_wire::{Amount, ApiError, ErrorSlug};
 
 pub(super) async fn reverse(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     transaction_id: &str,
     amount: Option<Amount>,
@@ -78,7 +78,7 @@ fn plan_release(
 
 /// Releases all of an open authorization's hold inside the caller's transaction (the
 /// card's accounts already locked): an expiry or cards/close.
-pub(crate) async fn release_all(
+pub async fn release_all(
     conn: &mut Conn,
     card: &CardRecord,
     prev: &CardTxRecord,
@@ -91,7 +91,7 @@ pub(crate) async fn release_all(
 
 /// Expires one hold whose time has passed. False when it was settled or released
 /// meanwhile, or its decision is still awaited (nothing to do yet).
-pub(crate) async fn expire(state: &AppState, stale: &CardTxRecord) -> Result<bool, ApiError> {
+pub async fn expire(state: &App, stale: &CardTxRecord) -> Result<bool, ApiError> {
     let mut tx = state.store.begin().await?;
     let card = lock_card(&mut tx, &stale.project_id, &stale.card_id)
         .await?

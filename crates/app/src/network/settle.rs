@@ -7,7 +7,7 @@
 use super::execute::{commit, execute, read_issued_card, read_tx};
 use super::plan::{counted, new_tx, set_counted, Move, Plan, Side};
 use super::{kind_of, wrong_state, Applied, Origin, Purchase};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::card_tx::{clearing, is_open_auth, tx_type, TxKind, TxStatus};
 use issuing_domain::controls::limits::Counted;
 use issuing_domain::ledger::{shortfall, AccountKind, TransferKind};
@@ -52,11 +52,7 @@ enum Planned {
 /// Begins a settlement's transaction; with `master` the master account is locked first,
 /// as the ledger's lock order wants (master before any card account), and its balance
 /// answered.
-async fn begin(
-    state: &AppState,
-    project_id: &str,
-    master: bool,
-) -> Result<(Tx, Option<i64>), ApiError> {
+async fn begin(state: &App, project_id: &str, master: bool) -> Result<(Tx, Option<i64>), ApiError> {
     let mut tx = state.store.begin().await?;
     if !master {
         return Ok((tx, None));
@@ -78,7 +74,7 @@ fn cover(origin: Origin, card: Amount, master: Option<i64>) -> Cover {
 }
 
 pub(super) async fn clear(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     c: Clearing<'_>,
     origin: Origin,
@@ -170,7 +166,7 @@ fn plan_clear(
 }
 
 pub(super) async fn force_post(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     p: ForcePost<'_>,
     origin: Origin,

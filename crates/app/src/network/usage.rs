@@ -12,7 +12,7 @@ use issuing_store::writer::BatchConn;
 use issuing_store::StoreError;
 
 /// Each limit's usage (`Usage::default()` for per-authorization limits), at `now`.
-pub(crate) async fn read(
+pub async fn read(
     conn: &mut BatchConn<'_>,
     project_id: &str,
     card_id: &str,
@@ -28,7 +28,7 @@ pub(crate) async fn read(
 /// [`read`] for several cards of one project, in the cards' order: one statement on
 /// PostgreSQL (`card_usage::usage_many`), so a batch of authorizations pays one round
 /// trip for its cards' limits, not one per card.
-pub(crate) async fn read_many(
+pub async fn read_many(
     conn: &mut BatchConn<'_>,
     project_id: &str,
     cards: &[(&str, &CardLimits)],

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 /// Micro-units as a JSON number of units (12.5 for 12500000). Amounts are far below
 /// 2^53 micro-units, so the float is exact to the micro-unit when printed.
-pub(crate) fn number(micros: i64) -> Value {
+pub fn number(micros: i64) -> Value {
     let units = micros as f64 / 1_000_000.0;
     serde_json::Number::from_f64(units).map_or(Value::Null, Value::Number)
 }
@@ -23,7 +23,7 @@ fn auth_type(rec: &CardTxRecord) -> &'static str {
     }
 }
 
-pub(crate) fn item(rec: &CardTxRecord, card: &CardRecord) -> Value {
+pub fn item(rec: &CardTxRecord, card: &CardRecord) -> Value {
     let mut data = json!({
         "auth_type": auth_type(rec),
         "status": rec.status,

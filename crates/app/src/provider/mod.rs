@@ -31,11 +31,7 @@ pub async fn bounded<T>(
 
 /// A synchronous provider call that failed, as the request's answer (CONTRACT §4: 500
 /// `provider_error`); the cause is logged with the card and what was asked.
-pub(crate) fn failed_call(
-    card_id: &str,
-    action: &str,
-    e: &ProviderError,
-) -> issuing_wire::ApiError {
+pub fn failed_call(card_id: &str, action: &str, e: &ProviderError) -> issuing_wire::ApiError {
     tracing::warn!(card_id, action, error = %e, "provider call failed");
     issuing_wire::ApiError::new(
         issuing_wire::ErrorSlug::ProviderError,
@@ -154,7 +150,7 @@ pub trait Provider: Send + Sync {
 /// The provider of each subprovider: its Lithic program for a `lithic` subprovider, the
 /// built-in one (the sandbox, or in production the refusing `UnconfiguredProvider`) for
 /// the others.
-pub(crate) struct Providers {
+pub struct Providers {
     builtin: Arc<dyn Provider>,
     lithic: BTreeMap<String, Arc<lithic::LithicProvider>>,
 }

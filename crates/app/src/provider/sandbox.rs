@@ -26,20 +26,8 @@ use issuing_wire::Amount;
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Failure injection and latency for tests and demos.
-#[derive(Debug, Clone, Default)]
-pub struct SandboxConfig {
-    /// Added to every provider call.
-    pub latency: Duration,
-    /// Every card creation is rejected (tests the refund path).
-    pub reject_card_create: bool,
-    /// Every topup is rejected.
-    pub reject_topup: bool,
-    /// The first N calls of this process fail transiently (tests the retry path).
-    pub transient_failures: u32,
-}
+pub use crate::config::SandboxConfig;
 
 pub struct SandboxProvider {
     config: SandboxConfig,

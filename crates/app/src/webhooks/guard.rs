@@ -18,7 +18,7 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Checks a URL when a production project subscribes it: its host must be, or resolve
 /// only to, public addresses or addresses of the allowed networks.
-pub(crate) async fn check_subscription(
+pub async fn check_subscription(
     url: &WebhookUrl,
     allowed: &AllowedNetworks,
 ) -> Result<(), ApiError> {
@@ -50,7 +50,7 @@ pub(crate) async fn check_subscription(
 }
 
 /// The connect-time half for literal IP hosts, which never reach a resolver.
-pub(crate) fn check_literal(url: &reqwest::Url, allowed: &AllowedNetworks) -> Result<(), String> {
+pub fn check_literal(url: &reqwest::Url, allowed: &AllowedNetworks) -> Result<(), String> {
     match url.host() {
         Some(url::Host::Ipv4(ip)) if !allowed.permits(ip.into()) => {
             Err(format!("refused to connect to non-public address {ip}"))
@@ -65,7 +65,7 @@ pub(crate) fn check_literal(url: &reqwest::Url, allowed: &AllowedNetworks) -> Re
 /// A resolver that only ever hands public addresses (and those of the allowed
 /// networks) to the connector.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PublicOnlyResolver {
+pub struct PublicOnlyResolver {
     pub allowed: AllowedNetworks,
 }
 

@@ -14,7 +14,7 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// Idle connections kept per receiver host between attempts.
 const IDLE_PER_HOST: usize = 4;
 
-pub(crate) fn client(
+pub fn client(
     mode: Mode,
     timeout: Duration,
     allowed: &AllowedNetworks,
@@ -37,7 +37,7 @@ pub(crate) fn client(
 
 /// What one attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Attempt {
+pub struct Attempt {
     pub status: Option<u16>,
     /// None when delivered.
     pub error: Option<String>,
@@ -59,14 +59,14 @@ impl Attempt {
 
 /// A receiver's answer: its status and (at most `MAX_RESPONSE_BYTES` of) its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reply {
+pub struct Reply {
     pub status: u16,
     pub body: Vec<u8>,
 }
 
 /// Why no whole answer came back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NoReply {
+pub struct NoReply {
     pub status: Option<u16>,
     pub error: String,
     /// The time ran out (the connection, the request or the body).
@@ -86,7 +86,7 @@ impl NoReply {
 /// POSTs a sealed body with the project's `API-KEY` header: no redirects, the literal
 /// address checked in production (private addresses only inside `allowed`), the answer read within the client's (or `timeout`'s)
 /// time and bound. Shared by webhook deliveries and the decision webhook.
-pub(crate) async fn post(
+pub async fn post(
     client: &reqwest::Client,
     mode: Mode,
     allowed: &AllowedNetworks,
@@ -134,7 +134,7 @@ pub(crate) async fn post(
     })
 }
 
-pub(crate) async fn send(
+pub async fn send(
     client: &reqwest::Client,
     mode: Mode,
     allowed: &AllowedNetworks,

@@ -2,7 +2,7 @@
 //! (no redirects, bounded time and body, and in production an address guard against
 //! SSRF), and the rules that turn a response into an outcome.
 
-pub(crate) mod guard;
-pub(crate) mod http;
-pub(crate) mod payload;
-pub(crate) mod redeliver;
+pub mod guard;
+pub mod http;
+pub mod payload;
+pub mod redeliver;

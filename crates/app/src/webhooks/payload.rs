@@ -6,12 +6,7 @@ use serde_json::{json, Value};
 
 /// The event as the receiver decrypts it. `stored` is what the outbox holds: the
 /// `data` object of an envelope event, or the whole body of a typed one.
-pub(crate) fn plaintext(
-    event_type: &str,
-    project_id: &str,
-    delivery_id: &str,
-    stored: &Value,
-) -> Value {
+pub fn plaintext(event_type: &str, project_id: &str, delivery_id: &str, stored: &Value) -> Value {
     match form_of(event_type) {
         Some(PayloadForm::Typed) => {
             let mut body = match stored {

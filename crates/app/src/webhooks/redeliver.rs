@@ -1,7 +1,7 @@
 //! Queueing a delivery again, with the same id and a fresh retry window: what
 //! `wh/redeliver` and the console's `Redeliver` button both do.
 
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::deliveries::{self, DeliveryRecord};
 use issuing_store::wakeup::{announce, Queue};
@@ -10,8 +10,8 @@ use issuing_store::StoreError;
 use issuing_wire::{ApiError, ErrorSlug};
 
 /// Sets one delivery of the project pending again; answers it as it is now.
-pub(crate) async fn one(
-    state: &AppState,
+pub async fn one(
+    state: &App,
     project_id: &str,
     delivery_id: &str,
 ) -> Result<DeliveryRecord, ApiError> {
@@ -43,8 +43,8 @@ pub(crate) async fn one(
 
 /// Sets the project's deliveries that failed since `since` pending again (at most
 /// `limit`, optionally of one subscription); answers how many.
-pub(crate) async fn failed_since(
-    state: &AppState,
+pub async fn failed_since(
+    state: &App,
     project_id: &str,
     since: i64,
     subscription_id: Option<&str>,

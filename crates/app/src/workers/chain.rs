@@ -12,7 +12,7 @@
 
 use crate::deposits::credit::{self, Credit};
 use crate::deposits::trongrid::{FetchError, TronGrid};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::chain_deposit::{classify, Ignored, Trc20Transfer, Verdict, TRON};
 use issuing_domain::time::now_micros;
 use issuing_store::chain_deposits::ChainDeposit;
@@ -38,7 +38,7 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
-pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(state: App, mut shutdown: watch::Receiver<bool>) {
     let tron = &state.config.tron;
     let Some(url) = tron.api_url.clone() else {
         return;
@@ -134,7 +134,7 @@ enum PollError {
 }
 
 async fn pass(
-    state: &AppState,
+    state: &App,
     client: &TronGrid,
     shutdown: &watch::Receiver<bool>,
     backoff: &mut Backoff,
@@ -187,7 +187,7 @@ async fn pass(
 }
 
 /// Claims due addresses; each is due again one poll interval later.
-async fn claim(state: &AppState, interval: i64) -> Result<Vec<Watched>, StoreError> {
+async fn claim(state: &App, interval: i64) -> Result<Vec<Watched>, StoreError> {
     let now = now_micros();
     let mut tx = state.store.begin().await?;
     let backend = state.store.backend();
@@ -197,7 +197,7 @@ async fn claim(state: &AppState, interval: i64) -> Result<Vec<Watched>, StoreErr
     Ok(claimed)
 }
 
-async fn record(state: &AppState, w: &Watched, now: i64, next: i64, error: Option<String>) {
+async fn record(state: &App, w: &Watched, now: i64, next: i64, error: Option<String>) {
     let done = async {
         let mut conn = state.store.conn().await?;
         chain_watch::finish(
@@ -215,7 +215,7 @@ async fn record(state: &AppState, w: &Watched, now: i64, next: i64, error: Optio
     }
 }
 
-async fn postpone_rest(state: &AppState, rest: &[Watched], at: i64) {
+async fn postpone_rest(state: &App, rest: &[Watched], at: i64) {
     for w in rest {
         let done = async {
             let mut conn = state.store.conn().await?;
@@ -229,7 +229,7 @@ async fn postpone_rest(state: &AppState, rest: &[Watched], at: i64) {
 
 /// Reads one address's new transfers and credits them. Ok(true) when pages remain for
 /// the next pass.
-async fn poll_address(state: &AppState, client: &TronGrid, w: &Watched) -> Result<bool, PollError> {
+async fn poll_address(state: &App, client: &TronGrid, w: &Watched) -> Result<bool, PollError> {
     let min_timestamp = w
         .cursor_ms
         .map_or(0, |c| c.saturating_sub(OVERLAP_MS).max(0));
@@ -279,7 +279,7 @@ async fn poll_address(state: &AppState, client: &TronGrid, w: &Watched) -> Resul
 
 /// Credits or ignores one transfer. A transfer at or before the cursor was handled by an
 /// earlier pass; it is credited idempotently again but not logged or counted again.
-async fn handle(state: &AppState, w: &Watched, t: &Trc20Transfer) -> Result<(), PollError> {
+async fn handle(state: &App, w: &Watched, t: &Trc20Transfer) -> Result<(), PollError> {
     let tron = &state.config.tron;
     let seen = w.cursor_ms.is_some_and(|c| t.block_timestamp <= c);
     let amount = match classify(t, &w.address, &tron.usdt_contract, tron.min_deposit) {
@@ -343,7 +343,7 @@ async fn handle(state: &AppState, w: &Watched, t: &Trc20Transfer) -> Result<(), 
     Ok(())
 }
 
-fn ignored(state: &AppState, w: &Watched, t: &Trc20Transfer, reason: Ignored) {
+fn ignored(state: &App, w: &Watched, t: &Trc20Transfer, reason: Ignored) {
     state.metrics.chain.ignored(reason);
     tracing::info!(
         project_id = %w.project_id,

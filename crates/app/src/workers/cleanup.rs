@@ -14,7 +14,7 @@
 //! after `PASS_BUDGET`; a backlog (the first pass over an old database, or a peak of
 //! load) drains over the following passes, a second apart.
 
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::retention::{self, EventCursor};
 use issuing_store::{idempotency, replay, subscriptions, Backend, StoreError};
@@ -40,7 +40,7 @@ fn batch_rows(backend: Backend) -> i64 {
     }
 }
 
-pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(state: App, mut shutdown: watch::Receiver<bool>) {
     let mut cursor: EventCursor = None;
     let mut pause = state.config.cleanup_interval;
     loop {
@@ -48,7 +48,6 @@ pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
             _ = tokio::time::sleep(pause) => {}
             _ = shutdown.changed() => return,
         }
-        state.replay.purge(now_micros());
         pause = match pass(&state, &mut cursor, &shutdown).await {
             // A backlog is worked off at once, a pass after another.
             Ok(Backlog::Left) => BACKLOG_PAUSE.min(state.config.cleanup_interval),
@@ -77,7 +76,7 @@ enum Step {
 }
 
 async fn pass(
-    state: &AppState,
+    state: &App,
     cursor: &mut EventCursor,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Backlog, StoreError> {
@@ -108,7 +107,7 @@ async fn pass(
 }
 
 /// One transaction of `step`; answers whether there is more to do.
-async fn batch(state: &AppState, step: Step, cursor: &mut EventCursor) -> Result<bool, StoreError> {
+async fn batch(state: &App, step: Step, cursor: &mut EventCursor) -> Result<bool, StoreError> {
     let n = batch_rows(state.store.backend());
     let now = now_micros();
     let retention = i64::try_from(state.config.retention.as_micros()).unwrap_or(i64::MAX);
@@ -145,7 +144,7 @@ async fn batch(state: &AppState, step: Step, cursor: &mut EventCursor) -> Result
 
 /// Subscriptions failing for longer than `webhook_disable_after` are deactivated as
 /// `failing`, and their pending deliveries fail with them.
-async fn deactivate_failing(state: &AppState) -> Result<(), StoreError> {
+async fn deactivate_failing(state: &App) -> Result<(), StoreError> {
     let after = state.config.webhook_disable_after;
     if after.is_zero() {
         return Ok(());

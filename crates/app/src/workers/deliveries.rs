@@ -10,8 +10,8 @@
 //! receiver may see a delivery twice (it deduplicates by `delivery_id`).
 
 use super::outcomes::{Attempted, Receiver, Recorded};
-use crate::state::AppState;
 use crate::webhooks::{http, payload};
+use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::deliveries::{self, Claimed, Outcome, SendInfo};
 use issuing_store::projects::ApiKeyRecord;
@@ -48,8 +48,8 @@ fn micros(d: Duration) -> i64 {
 /// Runs until `shutdown`; attempts in flight then finish and record their outcome,
 /// unless `hand_back` comes first: then they are cut off and their claims released, so
 /// the next server sends them at once instead of when the leases run out.
-pub(crate) async fn run(
-    state: AppState,
+pub async fn run(
+    state: App,
     mut shutdown: watch::Receiver<bool>,
     mut hand_back: watch::Receiver<bool>,
 ) {
@@ -234,7 +234,7 @@ fn task_id(done: Result<(Id, ()), tokio::task::JoinError>) -> Id {
 
 /// How long until the next delivery can be claimed (zero: now; None: none is pending).
 /// A read error counts as due now, so the claim that follows reports it.
-async fn due_in(state: &AppState) -> Option<Duration> {
+async fn due_in(state: &App) -> Option<Duration> {
     let due = async {
         let mut conn = state.store.conn().await?;
         deliveries::next_due(&mut conn).await
@@ -263,7 +263,7 @@ fn idle_wait(due: Option<Duration>) -> Duration {
 /// Claims up to `limit` due deliveries in one write (on SQLite, on the batch writers'
 /// thread, in turn with them). A claim lost in a crash is harmless (the deliveries are
 /// due again), so it is not waited on to be durable.
-async fn claim(state: &AppState, skip: &[String], limit: i64) -> Result<Vec<Claimed>, StoreError> {
+async fn claim(state: &App, skip: &[String], limit: i64) -> Result<Vec<Claimed>, StoreError> {
     let now = now_micros();
     let lease = micros(state.config.webhook_timeout + LEASE_MARGIN);
     let skip = skip.to_vec();
@@ -288,7 +288,7 @@ struct Prepared {
     keys: HashMap<String, Option<ApiKeyRecord>>,
 }
 
-async fn prepare(state: &AppState, batch: &[Claimed]) -> Result<Prepared, StoreError> {
+async fn prepare(state: &App, batch: &[Claimed]) -> Result<Prepared, StoreError> {
     let mut conn = state.store.conn().await?;
     let records: Vec<&deliveries::DeliveryRecord> = batch.iter().map(|c| &c.delivery).collect();
     let infos = deliveries::send_infos(&mut conn.as_batch(), &records).await?;
@@ -313,7 +313,7 @@ struct Ready {
     key: Option<ApiKeyRecord>,
 }
 
-async fn attempt(state: AppState, client: reqwest::Client, ready: Ready, recording: Recording) {
+async fn attempt(state: App, client: reqwest::Client, ready: Ready, recording: Recording) {
     let id = ready.claimed.delivery.id.clone();
     if let Err(e) = deliver(&state, &client, ready, recording).await {
         // The claim expires and the attempt is made again.
@@ -322,7 +322,7 @@ async fn attempt(state: AppState, client: reqwest::Client, ready: Ready, recordi
 }
 
 async fn deliver(
-    state: &AppState,
+    state: &App,
     client: &reqwest::Client,
     ready: Ready,
     recording: Recording,
@@ -402,7 +402,7 @@ type Recording = Arc<Semaphore>;
 /// claim stays leased until the outcome is written (a crash meanwhile sends the
 /// delivery again: at least once).
 async fn finish_later(
-    state: &AppState,
+    state: &App,
     claimed: Claimed,
     outcome: Outcome,
     receiver: Receiver,
@@ -436,7 +436,7 @@ fn ended(reason: &str) -> Outcome {
 /// After a failed attempt: again in `webhook_retry_interval`, unless that would be past
 /// `webhook_max_age` from the start of the delivery's window; then it has failed.
 fn retry_or_fail(
-    state: &AppState,
+    state: &App,
     d: &deliveries::DeliveryRecord,
     status: Option<i64>,
     error: String,
@@ -464,7 +464,7 @@ fn retry_or_fail(
 /// many attempts share one transaction instead of queueing one by one for the write
 /// lock behind the writes that produce events.
 async fn finish(
-    state: &AppState,
+    state: &App,
     claimed: &Claimed,
     outcome: &Outcome,
     receiver: Receiver,

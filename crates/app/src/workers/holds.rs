@@ -9,7 +9,7 @@
 //! decided by its stored `on_timeout` (`network::decision::recover`).
 
 use crate::network::{decision, release};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::card_txs;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use tokio::sync::watch;
 const INTERVAL: Duration = Duration::from_secs(1);
 const BATCH: i64 = 100;
 
-pub(crate) async fn run(state: AppState, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(state: App, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(INTERVAL) => {}

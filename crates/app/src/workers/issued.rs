@@ -28,7 +28,7 @@ use std::sync::Arc;
 const POSTGRES_STRIPES: usize = 2;
 
 /// The provider's card for an issue order, with the order's step as its worker saves it.
-pub(crate) struct IssuedCard {
+pub struct IssuedCard {
     pub order: OrderRecord,
     /// The worker holding the order's lease.
     pub worker: String,
@@ -47,11 +47,11 @@ pub(crate) struct IssuedCard {
 
 /// The handle to the writers. Cloning shares them.
 #[derive(Clone, Debug)]
-pub(crate) struct IssueWriter(BatchWriter<IssuedCard, ()>);
+pub struct IssueWriter(BatchWriter<IssuedCard, ()>);
 
 impl IssueWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(store: Store) -> IssueWriter {
+    pub fn start(store: Store) -> IssueWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
         let apply: ApplyFn<IssuedCard, ()> = Arc::new(|mut conn, issued, only| {
             Box::pin(async move {
@@ -68,13 +68,13 @@ impl IssueWriter {
         ))
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         self.0.stats()
     }
 
     /// Saves `issued` in its writer's next batch; answers once that batch is durable,
     /// `LeaseLost` (and nothing saved) if its worker no longer holds the order.
-    pub(crate) async fn save(&self, issued: IssuedCard) -> Result<(), ApiError> {
+    pub async fn save(&self, issued: IssuedCard) -> Result<(), ApiError> {
         let order_id = issued.order.id.clone();
         self.0.submit(&order_id, issued).await
     }

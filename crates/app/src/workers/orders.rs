@@ -7,11 +7,11 @@
 //! again. New orders wake the workers at once (in-process notify; PostgreSQL NOTIFY for
 //! the other processes); polling only covers retries and lost wake-ups.
 
-use super::born::{self, IssueFacts};
 use super::issued::IssuedCard;
+use crate::flows::born::{self, IssueFacts, LEASE};
 use crate::flows::money::{self, Acct};
 use crate::provider::{bounded, CreateCard, ProviderError};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::ids::new_id;
 use issuing_domain::ledger::{AccountKind, TransferKind};
 use issuing_domain::time::now_micros;
@@ -22,18 +22,12 @@ use issuing_wire::{Amount, ErrorSlug};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How long a claimed order stays with its worker without a saved step; a crashed
-/// worker's orders wait at most this long. Longer than `PROVIDER_TIMEOUT`, so a live
-/// worker always saves (and renews) before its lease can run out.
-const _: () = assert!(LEASE.as_secs() > crate::provider::PROVIDER_TIMEOUT.as_secs());
-const LEASE: Duration = Duration::from_secs(15);
-
 /// Orders one worker claims at once and works on side by side.
 const CLAIM_BATCH: i64 = 16;
 /// Idle workers look for due retries at least this often.
 const POLL: Duration = Duration::from_millis(500);
 /// Provider calls per order before a transient failure becomes final.
-pub(crate) const MAX_ATTEMPTS: i64 = 6;
+pub const MAX_ATTEMPTS: i64 = 6;
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
@@ -51,8 +45,8 @@ fn micros(d: Duration) -> i64 {
 /// side by side: (for top-ups) one batch of the master balance's writer for their
 /// completions, instead of a write transaction each. Stopping, it hands back the born
 /// orders no worker took yet.
-pub(crate) async fn run(
-    state: AppState,
+pub async fn run(
+    state: App,
     mut shutdown: watch::Receiver<bool>,
     mut hand_back: watch::Receiver<bool>,
 ) {
@@ -113,7 +107,7 @@ enum Stop {
 /// Works on `orders`, leased to `holder`, side by side until they are done, or until
 /// `hand_back`: then they are released, with the born orders no worker took yet.
 async fn work(
-    state: &AppState,
+    state: &App,
     holder: &str,
     orders: Vec<Job>,
     hand_back: &mut watch::Receiver<bool>,
@@ -141,7 +135,7 @@ async fn work(
 
 /// Hands back the orders born leased to this process that no worker took: due at once
 /// for the next server's workers instead of when their leases run out.
-async fn release_born(state: &AppState) {
+async fn release_born(state: &App) {
     loop {
         let waiting = state.born.take_waiting(BORN_BATCH);
         if waiting.is_empty() {
@@ -156,7 +150,7 @@ async fn release_born(state: &AppState) {
 /// The born orders whose lease still covers a provider call: a step must never run on a
 /// lease that may run out under it. The others waited too long in the queue and are
 /// handed back, due at once for a claim with a fresh lease.
-async fn fresh(state: &AppState, born: Vec<born::Leased>) -> Vec<Job> {
+async fn fresh(state: &App, born: Vec<born::Leased>) -> Vec<Job> {
     let enough = now_micros() + micros(crate::provider::PROVIDER_TIMEOUT);
     let mut fresh = Vec::with_capacity(born.len());
     for leased in born {
@@ -173,13 +167,8 @@ async fn fresh(state: &AppState, born: Vec<born::Leased>) -> Vec<Job> {
     fresh
 }
 
-/// The lease a claim takes, in microseconds: also the lease of an order born leased.
-pub(crate) fn lease_micros() -> i64 {
-    micros(LEASE)
-}
-
 /// Hands an order back, due at once for the next worker; `why` says why, for the log.
-async fn release(state: &AppState, order_id: &str, worker_id: &str, why: &'static str) {
+async fn release(state: &App, order_id: &str, worker_id: &str, why: &'static str) {
     let released = async {
         let mut conn = state.store.conn().await?;
         orders::release(&mut conn, order_id, worker_id).await
@@ -195,7 +184,7 @@ async fn release(state: &AppState, order_id: &str, worker_id: &str, why: &'stati
 /// thread, in turn with them). A claim lost in a crash is harmless (the orders are due
 /// again and their provider calls repeat with the same keys), so it is not waited on
 /// to be durable.
-async fn claim(state: &AppState, worker_id: &str) -> Result<Vec<OrderRecord>, StoreError> {
+async fn claim(state: &App, worker_id: &str) -> Result<Vec<OrderRecord>, StoreError> {
     let now = now_micros();
     let worker = worker_id.to_owned();
     let (claimed, _durable) = state
@@ -223,7 +212,7 @@ impl Job {
     }
 }
 
-async fn process(state: &AppState, worker: &str, job: Job) -> Result<(), StoreError> {
+async fn process(state: &App, worker: &str, job: Job) -> Result<(), StoreError> {
     let Job {
         order,
         issue: facts,
@@ -240,7 +229,7 @@ async fn process(state: &AppState, worker: &str, job: Job) -> Result<(), StoreEr
 }
 
 /// Saves the order and lets go of it (finished, parked, or a retry scheduled).
-async fn save(state: &AppState, worker: &str, order: &OrderRecord) -> Result<(), StoreError> {
+async fn save(state: &App, worker: &str, order: &OrderRecord) -> Result<(), StoreError> {
     let mut conn = state.store.conn().await?;
     orders::save_step(&mut conn, order, worker, Lease::Release).await
 }
@@ -252,7 +241,7 @@ fn renew() -> Lease {
     }
 }
 
-async fn park(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn park(state: &App, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     order.next_attempt_at = None;
     order.updated_at = now_micros();
     save(state, worker, &order).await
@@ -306,7 +295,7 @@ fn amount_in(data: &serde_json::Value, path: &[&str]) -> Amount {
 }
 
 async fn issue(
-    state: &AppState,
+    state: &App,
     worker: &str,
     mut order: OrderRecord,
     mut facts: Option<Box<IssueFacts>>,
@@ -449,7 +438,7 @@ async fn issue(
 /// The card an issue order makes, and its cardholder's name for the provider, as
 /// stored (for an order its creating batch did not hand over: `born.rs`).
 async fn read_issue(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     card_id: &str,
 ) -> Result<(CardRecord, String), StoreError> {
@@ -466,7 +455,7 @@ async fn read_issue(
 
 /// The card's subprovider and the provider's id of the card.
 async fn provider_card(
-    state: &AppState,
+    state: &App,
     project_id: &str,
     card_id: &str,
 ) -> Result<(String, String), StoreError> {
@@ -542,7 +531,7 @@ async fn refund_topup(
 /// A card that could not be issued: the order fails, the fee (and any initial topup)
 /// goes back to the master balance, the card is marked failed.
 async fn fail_issue(
-    state: &AppState,
+    state: &App,
     worker: &str,
     mut order: OrderRecord,
     card_id: &str,
@@ -589,7 +578,7 @@ async fn fail_issue(
     Ok(())
 }
 
-async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
+async fn topup(state: &App, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()
@@ -636,11 +625,7 @@ async fn topup(state: &AppState, worker: &str, mut order: OrderRecord) -> Result
     Ok(tx.commit().await?)
 }
 
-async fn withdraw(
-    state: &AppState,
-    worker: &str,
-    mut order: OrderRecord,
-) -> Result<(), StoreError> {
+async fn withdraw(state: &App, worker: &str, mut order: OrderRecord) -> Result<(), StoreError> {
     let card_id = order
         .card_id
         .clone()

@@ -20,7 +20,7 @@ const POSTGRES_STRIPES: usize = 2;
 
 /// What the receiver made of an attempt; it decides the subscription's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Receiver {
+pub enum Receiver {
     /// Nothing was sent (the subscription ended, or nothing to seal with).
     NotAsked,
     Succeeded,
@@ -30,7 +30,7 @@ pub(crate) enum Receiver {
 }
 
 /// An attempt's outcome, to record.
-pub(crate) struct Attempted {
+pub struct Attempted {
     pub claimed: Claimed,
     pub outcome: Outcome,
     pub receiver: Receiver,
@@ -40,7 +40,7 @@ pub(crate) struct Attempted {
 
 /// What recording an outcome did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Recorded {
+pub enum Recorded {
     /// Nothing: the claim was lost or the delivery ended meanwhile.
     Lost,
     Kept,
@@ -50,11 +50,11 @@ pub(crate) enum Recorded {
 
 /// The handle to the writers. Cloning shares them.
 #[derive(Clone, Debug)]
-pub(crate) struct OutcomeWriter(BatchWriter<Attempted, Recorded>);
+pub struct OutcomeWriter(BatchWriter<Attempted, Recorded>);
 
 impl OutcomeWriter {
     /// Starts the writers on `store`; they run until every handle is dropped.
-    pub(crate) fn start(store: Store) -> OutcomeWriter {
+    pub fn start(store: Store) -> OutcomeWriter {
         let shape = Shape::of(store.backend(), POSTGRES_STRIPES);
         let apply: ApplyFn<Attempted, Recorded> = Arc::new(|mut conn, attempts, only| {
             Box::pin(async move {
@@ -71,12 +71,12 @@ impl OutcomeWriter {
         ))
     }
 
-    pub(crate) fn stats(&self) -> &Stats {
+    pub fn stats(&self) -> &Stats {
         self.0.stats()
     }
 
     /// Records `a` in its subscription's writer's next batch; answers once durable.
-    pub(crate) async fn submit(&self, a: Attempted) -> Result<Recorded, ApiError> {
+    pub async fn submit(&self, a: Attempted) -> Result<Recorded, ApiError> {
         let subscription = a.claimed.delivery.subscription_id.clone();
         self.0.submit(&subscription, a).await
     }

@@ -1,13 +1,13 @@
 //! Wakes this process's workers when another process queues work (PostgreSQL NOTIFY).
 
-use crate::state::AppState;
+use crate::App;
 use issuing_store::wakeup::{Listener, Queue};
 use std::time::Duration;
 use tokio::sync::watch;
 
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
-pub(crate) async fn listen(state: AppState, mut shutdown: watch::Receiver<bool>) {
+pub async fn listen(state: App, mut shutdown: watch::Receiver<bool>) {
     loop {
         match Listener::connect(&state.store).await {
             Ok(Some(mut listener)) => loop {

@@ -331,7 +331,7 @@ impl Drop for TestServer {
 }
 
 pub async fn create_project(store: &Store, master: &MasterKey, name: &str) -> Creds {
-    let c = issuing_server::projects::create_project(store, master, name)
+    let c = issuing_app::projects::create_project(store, master, name)
         .await
         .unwrap();
     Creds {

@@ -3,7 +3,7 @@
 use super::Decline;
 use issuing_domain::card_tx::DECLINE_INSUFFICIENT_FUNDS;
 
-pub(crate) fn check(available: i64, amount: i64) -> Option<Decline> {
+pub fn check(available: i64, amount: i64) -> Option<Decline> {
     (available < amount).then(|| Decline::plain(DECLINE_INSUFFICIENT_FUNDS))
 }
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 /// A card's limits with the zone of their calendar windows.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CardLimits {
+pub struct CardLimits {
     pub limits: Vec<Limit>,
     pub zone: Tz,
 }
@@ -22,7 +22,7 @@ pub(crate) struct CardLimits {
 /// The card's limits; `None` when it has none. A stored value that does not parse is a
 /// broken invariant (it was validated when set), answered as an internal error rather
 /// than ignored (ignoring it would approve what the limits decline).
-pub(crate) fn of_card(card: &CardRecord) -> Result<Option<CardLimits>, ApiError> {
+pub fn of_card(card: &CardRecord) -> Result<Option<CardLimits>, ApiError> {
     let Some(stored) = card.limits.as_deref() else {
         return Ok(None);
     };
@@ -45,7 +45,7 @@ pub(crate) fn of_card(card: &CardRecord) -> Result<Option<CardLimits>, ApiError>
 }
 
 /// Each limit's current window (None for per-authorization limits).
-pub(crate) fn windows(card: &CardLimits, now: i64) -> Vec<Option<Window>> {
+pub fn windows(card: &CardLimits, now: i64) -> Vec<Option<Window>> {
     card.limits
         .iter()
         .map(|l| window::window(l.interval, card.zone, now))
@@ -53,11 +53,11 @@ pub(crate) fn windows(card: &CardLimits, now: i64) -> Vec<Option<Window>> {
 }
 
 /// Whether deciding an authorization with `mcc` needs the card's usage at all.
-pub(crate) fn needs_usage(card: &CardLimits, mcc: &str) -> bool {
+pub fn needs_usage(card: &CardLimits, mcc: &str) -> bool {
     limits::needs_usage(&card.limits, mcc)
 }
 
-pub(crate) fn check(card: &CardLimits, usage: &[Usage], mcc: &str, amount: i64) -> Option<Decline> {
+pub fn check(card: &CardLimits, usage: &[Usage], mcc: &str, amount: i64) -> Option<Decline> {
     let breach = limits::check(&card.limits, usage, mcc, amount)?;
     Some(Decline {
         reason: DECLINE_LIMIT,

@@ -5,18 +5,18 @@
 //! limits and usage, its project's rules and endpoint) and answers a decline or
 //! passes. `authorize.rs` runs them in order and hands the result to the executor.
 
-pub(crate) mod funds;
-pub(crate) mod limits;
-pub(crate) mod rules;
-pub(crate) mod status;
-pub(crate) mod webhook;
+pub mod funds;
+pub mod limits;
+pub mod rules;
+pub mod status;
+pub mod webhook;
 
 use serde_json::Value;
 
 /// A declined authorization: its `failure_reason` and, for rules and limits, the
 /// `decline` object of `card_tx_data`.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Decline {
+pub struct Decline {
     pub reason: &'static str,
     pub detail: Option<Value>,
 }

@@ -9,7 +9,7 @@ use issuing_store::controls::RuleResult;
 use serde_json::json;
 
 /// The rules' verdict: a decline (or none) and the results to record.
-pub(crate) fn check(
+pub fn check(
     rules: &[Rule],
     project_id: &str,
     card_id: &str,

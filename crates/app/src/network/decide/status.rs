@@ -4,7 +4,7 @@ use super::Decline;
 use issuing_domain::card_tx::DECLINE_CARD_NOT_ACTIVE;
 use issuing_store::cards::CardRecord;
 
-pub(crate) fn check(card: &CardRecord) -> Option<Decline> {
+pub fn check(card: &CardRecord) -> Option<Decline> {
     (card.status != "active").then(|| Decline::plain(DECLINE_CARD_NOT_ACTIVE))
 }
 

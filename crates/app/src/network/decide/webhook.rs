@@ -8,10 +8,10 @@ use issuing_domain::controls::decision::{outcome, Answer, CallMode, Outcome};
 use std::time::Duration;
 
 /// Below this there is no time for a round trip: the decision is made as on a timeout.
-pub(crate) const MIN_CALL: Duration = Duration::from_millis(50);
+pub const MIN_CALL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Route {
+pub enum Route {
     Approve,
     /// Ask the endpoint, allowing it this long.
     Ask(Duration),
@@ -19,7 +19,7 @@ pub(crate) enum Route {
     Decided(Outcome),
 }
 
-pub(crate) fn route(endpoint: Option<&Endpoint>, budget: Option<Duration>) -> Route {
+pub fn route(endpoint: Option<&Endpoint>, budget: Option<Duration>) -> Route {
     let Some(e) = endpoint else {
         return Route::Approve;
     };

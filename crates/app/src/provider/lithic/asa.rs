@@ -8,14 +8,9 @@
 //! once. `BALANCE_INQUIRY` answers the card's balance and changes nothing. Credit
 //! authorizations are approved: money coming to the card is posted by its event.
 
-use super::{verified, LithicProvider, Which};
+use super::{verified, LithicProvider, Reply, Signed, Which};
 use crate::network::{self, Merchant, Message, Purchase};
-use crate::state::AppState;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use crate::App;
 use issuing_domain::lithic::{
     amount_to_cents_floor, asa_result, cents_to_amount, ASA_APPROVED, ASA_CARD_PAUSED,
     ASA_UNAUTHORIZED_MERCHANT,
@@ -101,36 +96,26 @@ impl AsaRequest {
     }
 }
 
-/// `POST /provider/lithic/{subprovider_code}/asa`.
-pub(crate) async fn asa(
-    State(state): State<AppState>,
-    Path(code): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+/// `POST /provider/lithic/{subprovider_code}/asa`: the answer to one signed request.
+pub async fn asa(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> Reply {
     let started = Instant::now();
-    let (lithic, value) = match verified(&state, &code, &headers, &body, Which::Asa).await {
+    let (lithic, value) = match verified(state, code, signed, body, Which::Asa).await {
         Ok(v) => v,
         Err(refused) => return refused,
     };
     let Some(req) = AsaRequest::parse(&value) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": "not an ASA request: token, status, card.token and amounts are required"})),
-        )
-            .into_response();
+        return Reply::error(
+            400,
+            "not an ASA request: token, status, card.token and amounts are required",
+        );
     };
     let deadline = started + lithic.asa_budget;
-    let (kind, answer) = match answer(&state, &lithic, &req, deadline).await {
+    let (kind, answer) = match answer(state, &lithic, &req, deadline).await {
         Ok(a) => a,
         Err(e) => {
             // Lithic retries once after a 5xx, then decides without us.
             tracing::error!(subprovider = %code, slug = %e.slug, error = %e.message, "ASA request failed");
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({"error": "internal error"})),
-            )
-                .into_response();
+            return Reply::error(500, "internal error");
         }
     };
     let result = answer
@@ -140,8 +125,8 @@ pub(crate) async fn asa(
     state
         .metrics
         .provider
-        .asa(&code, kind, result, started.elapsed());
-    (StatusCode::OK, Json(answer)).into_response()
+        .asa(code, kind, result, started.elapsed());
+    Reply::ok(answer)
 }
 
 /// Our results as the static names the metrics take.
@@ -160,7 +145,7 @@ fn static_result(result: &str) -> &'static str {
 
 /// The answer to one request, and its status for the metrics.
 async fn answer(
-    state: &AppState,
+    state: &App,
     lithic: &Arc<LithicProvider>,
     req: &AsaRequest,
     deadline: Instant,
@@ -222,7 +207,7 @@ const OUTCOME_MARGIN: Duration = Duration::from_millis(100);
 /// task still makes is released when Lithic reports the authorization it declined (an
 /// `AUTHORIZATION` event whose result is not `APPROVED`).
 async fn decide(
-    state: &AppState,
+    state: &App,
     lithic: &Arc<LithicProvider>,
     card: &CardRecord,
     req: &AsaRequest,

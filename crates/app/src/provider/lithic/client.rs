@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// Attempts of one call, the first included.
 const MAX_ATTEMPTS: u32 = 4;
 /// One call with all its retries; below `provider::PROVIDER_TIMEOUT` (10 s).
-pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(8);
+pub const CALL_DEADLINE: Duration = Duration::from_secs(8);
 const _: () = assert!(CALL_DEADLINE.as_secs() < super::super::PROVIDER_TIMEOUT.as_secs());
 /// One attempt, connection included.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -30,7 +30,7 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Which failures a call may repeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
+pub enum Retry {
     /// Every transient failure: the call is safe to repeat (reads, PATCH of a state,
     /// POST with an `Idempotency-Key`).
     Transient,
@@ -39,7 +39,7 @@ pub(crate) enum Retry {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum CallError {
+pub enum CallError {
     /// A final answer: Lithic refused the request (4xx other than 408, 409, 429).
     #[error("Lithic refused the request (HTTP {status}): {message}")]
     Refused { status: u16, message: String },
@@ -77,7 +77,7 @@ enum Attempt {
     },
 }
 
-pub(crate) struct Client {
+pub struct Client {
     http: reqwest::Client,
     base: String,
     api_key: String,

@@ -10,14 +10,9 @@
 //! the events after it wait for that delivery.
 
 use super::asa::{message_id as asa_message_id, purchase_of};
-use super::{verified, LithicProvider, Which};
+use super::{verified, LithicProvider, Reply, Signed, Which};
 use crate::network::{self, Message, Origin, Purchase};
-use crate::state::AppState;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use crate::App;
 use issuing_domain::card_tx::{is_open_auth, TxKind, TxStatus};
 use issuing_domain::lithic::{cents_to_amount, event_action, EventAction, Known};
 use issuing_domain::time::now_micros;
@@ -36,14 +31,9 @@ fn event_message_id(token: &str) -> String {
     format!("lithic:event:{token}")
 }
 
-/// `POST /provider/lithic/{subprovider_code}/events`.
-pub(crate) async fn events(
-    State(state): State<AppState>,
-    Path(code): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (lithic, value) = match verified(&state, &code, &headers, &body, Which::Events).await {
+/// `POST /provider/lithic/{subprovider_code}/events`: the answer to one signed delivery.
+pub async fn events(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> Reply {
+    let (lithic, value) = match verified(state, code, signed, body, Which::Events).await {
         Ok(v) => v,
         Err(refused) => return refused,
     };
@@ -52,24 +42,18 @@ pub(crate) async fn events(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let outcome = match event_type {
-        "card_transaction.updated" => on_transaction(&state, &lithic, &value).await,
+        "card_transaction.updated" => on_transaction(state, &lithic, &value).await,
         "account_holder.created" | "account_holder.verification" => {
-            lithic.on_holder_event(&state, event_type, &value).await
+            lithic.on_holder_event(state, event_type, &value).await
         }
         _ => Ok(()),
     };
     match outcome {
-        Ok(()) => (StatusCode::OK, Json(json!({"received": true}))).into_response(),
-        Err(e) if e.slug == ErrorSlug::ValidationError => {
-            (StatusCode::BAD_REQUEST, Json(json!({"error": e.message}))).into_response()
-        }
+        Ok(()) => Reply::ok(json!({"received": true})),
+        Err(e) if e.slug == ErrorSlug::ValidationError => Reply::error(400, &e.message),
         Err(e) => {
             tracing::error!(subprovider = %code, event_type, slug = %e.slug, error = %e.message, "Lithic event not applied; Lithic will deliver it again");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({"error": "not applied; deliver again"})),
-            )
-                .into_response()
+            Reply::error(500, "not applied; deliver again")
         }
     }
 }
@@ -110,7 +94,7 @@ fn parse_event(v: &Value) -> Option<Event<'_>> {
 }
 
 async fn on_transaction(
-    state: &AppState,
+    state: &App,
     lithic: &Arc<LithicProvider>,
     tx: &Value,
 ) -> Result<(), ApiError> {
@@ -161,7 +145,7 @@ async fn on_transaction(
 
 /// Applies one event once; answers its outcome for the metrics.
 async fn apply_event(
-    state: &AppState,
+    state: &App,
     code: &str,
     card: &CardRecord,
     tx: &Value,
@@ -284,7 +268,7 @@ fn message_for(
 /// request's message id, so the ASA path writes no mapping of its own), else the one an
 /// earlier event of it made (a force post), as mapped then.
 async fn our_transaction(
-    state: &AppState,
+    state: &App,
     code: &str,
     project_id: &str,
     tx_token: &str,
@@ -305,7 +289,7 @@ async fn our_transaction(
 }
 
 async fn record(
-    state: &AppState,
+    state: &App,
     code: &str,
     event: &Event<'_>,
     tx_token: &str,

@@ -9,7 +9,7 @@
 
 use super::client::{CallError, Retry};
 use super::{path_segment, LithicProvider};
-use crate::state::AppState;
+use crate::App;
 use issuing_domain::kyc::{KycData, KycLevel, KycState, KycStatus, RegistrationStatus};
 use issuing_domain::lithic::{account_holder_external_id, address_country, kyc_state_of};
 use issuing_domain::time::{now_micros, to_rfc3339};
@@ -109,7 +109,7 @@ impl LithicProvider {
     /// Submits a cardholder's KYC to Lithic and answers the states it leads to; the
     /// account holder is recorded. A cardholder that has an account holder already is
     /// not created again: its current status is read instead.
-    pub(crate) async fn submit_kyc(
+    pub async fn submit_kyc(
         &self,
         holder: &CardholderRecord,
         kyc: &KycData,
@@ -238,9 +238,9 @@ impl LithicProvider {
     /// An `account_holder.created` or `account_holder.verification` event: the
     /// cardholder's states follow the account holder's new status. Events of account
     /// holders that are not ours are ignored.
-    pub(crate) async fn on_holder_event(
+    pub async fn on_holder_event(
         &self,
-        state: &AppState,
+        state: &App,
         event_type: &str,
         body: &Value,
     ) -> Result<(), ApiError> {
@@ -295,7 +295,7 @@ impl LithicProvider {
         else {
             return Ok(());
         };
-        crate::flows::kyc::set_state(&mut holder, &answer.state(), now_micros());
+        holder.set_kyc_state(&answer.state(), now_micros());
         cardholders::update_kyc(&mut tx, &holder).await?;
         tx.commit().await.map_err(issuing_store::StoreError::from)?;
         Ok(())

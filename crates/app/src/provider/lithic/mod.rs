@@ -13,22 +13,34 @@
 //! card, it asks us (ASA) before every authorization.
 
 pub mod admin;
-mod asa;
+pub mod asa;
 mod client;
-mod events;
-pub(crate) mod kyc;
-mod signature;
+pub mod events;
+pub mod kyc;
+pub mod signature;
 
-/// `POST /provider/lithic/{subprovider_code}/asa` and `…/events`, on the API listener.
-pub(crate) fn routes(state: crate::state::AppState) -> axum::Router {
-    use axum::routing::post;
-    axum::Router::new()
-        .route("/provider/lithic/{subprovider_code}/asa", post(asa::asa))
-        .route(
-            "/provider/lithic/{subprovider_code}/events",
-            post(events::events),
-        )
-        .with_state(state)
+pub use signature::Signed;
+
+/// What we answer a message from Lithic: a status and a JSON body, as Lithic documents
+/// them. The API turns it into its HTTP answer (`issuing-api`'s `routes/lithic.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn ok(body: Value) -> Reply {
+        Reply { status: 200, body }
+    }
+
+    /// A refusal: `{"error": message}`.
+    pub fn error(status: u16, message: &str) -> Reply {
+        Reply {
+            status,
+            body: json!({ "error": message }),
+        }
+    }
 }
 
 use super::{CardSecrets, CreateCard, IssuedCard, Provider, ProviderError};
@@ -47,7 +59,7 @@ use std::time::{Duration, Instant};
 
 /// What a Lithic provider needs from the server.
 #[derive(Clone)]
-pub(crate) struct Deps {
+pub struct Deps {
     pub store: Store,
     pub master: MasterKey,
     pub metrics: Arc<Metrics>,
@@ -58,7 +70,7 @@ pub(crate) struct Deps {
 const SECRETS_TTL: Duration = Duration::from_secs(5);
 
 /// The two signing secrets of an enrolment, opened. Debug never prints them.
-pub(crate) struct Secrets {
+pub struct Secrets {
     asa: String,
     events: String,
 }
@@ -71,7 +83,7 @@ impl std::fmt::Debug for Secrets {
 
 type CachedSecrets = Option<(Instant, Option<Arc<Secrets>>)>;
 
-pub(crate) struct LithicProvider {
+pub struct LithicProvider {
     code: String,
     client: Client,
     deps: Deps,
@@ -156,7 +168,7 @@ impl LithicProvider {
 
 /// Which signing secret a message is checked with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Which {
+pub enum Which {
     /// The ASA secret (`GET /v1/auth_stream/secret`).
     Asa,
     /// The event subscription's secret.
@@ -165,52 +177,35 @@ pub(crate) enum Which {
 
 /// A signed message from Lithic for `code`, checked: the subprovider's provider and the
 /// body as JSON, or the refusal to answer. Nothing is changed before this passes.
-pub(crate) async fn verified(
-    state: &crate::state::AppState,
+pub async fn verified(
+    state: &crate::App,
     code: &str,
-    headers: &axum::http::HeaderMap,
+    signed: &Signed<'_>,
     body: &[u8],
     which: Which,
-) -> Result<(Arc<LithicProvider>, Value), axum::response::Response> {
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    let refuse = |status: StatusCode, message: &str| {
-        (status, axum::Json(json!({ "error": message }))).into_response()
-    };
+) -> Result<(Arc<LithicProvider>, Value), Reply> {
     let Some(lithic) = state.providers.lithic(code).cloned() else {
-        return Err(refuse(
-            StatusCode::NOT_FOUND,
-            "no lithic subprovider has this code",
-        ));
+        return Err(Reply::error(404, "no lithic subprovider has this code"));
     };
     let secrets = lithic.secrets().await.map_err(|e| {
         tracing::error!(subprovider = %code, error = %e, "cannot read the Lithic enrolment");
-        refuse(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        Reply::error(500, "internal error")
     })?;
     let Some(secrets) = secrets else {
         tracing::warn!(subprovider = %code, "a message from Lithic before `issuing admin provider enroll`: refused");
-        return Err(refuse(
-            StatusCode::UNAUTHORIZED,
-            "not enrolled: nothing can be verified",
-        ));
+        return Err(Reply::error(401, "not enrolled: nothing can be verified"));
     };
     let secret = match which {
         Which::Asa => &secrets.asa,
         Which::Events => &secrets.events,
     };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let signed = signature::Signed {
-        id: header("webhook-id"),
-        timestamp: header("webhook-timestamp"),
-        signature: header("webhook-signature"),
-    };
     let now_secs = issuing_domain::time::now_micros() / 1_000_000;
-    if let Err(e) = signature::verify(secret, &signed, body, now_secs) {
+    if let Err(e) = signature::verify(secret, signed, body, now_secs) {
         tracing::warn!(subprovider = %code, reason = %e, "unsigned or badly signed message refused");
-        return Err(refuse(StatusCode::UNAUTHORIZED, "invalid signature"));
+        return Err(Reply::error(401, "invalid signature"));
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|_| refuse(StatusCode::BAD_REQUEST, "the body is not JSON"))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| Reply::error(400, "the body is not JSON"))?;
     Ok((lithic, value))
 }
 

@@ -9,12 +9,12 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// CONTRACT §14: timestamps more than this far from now are refused.
-pub(crate) const TOLERANCE_SECS: i64 = 5 * 60;
+pub const TOLERANCE_SECS: i64 = 5 * 60;
 /// Far above what Lithic sends (one or two entries during a secret rotation).
 const MAX_SIGNATURES: usize = 8;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SignatureError {
+pub enum SignatureError {
     #[error("missing header {0}")]
     Missing(&'static str),
     #[error("webhook-timestamp is not a number of seconds")]
@@ -28,7 +28,7 @@ pub(crate) enum SignatureError {
 }
 
 /// The three headers of a signed message.
-pub(crate) struct Signed<'a> {
+pub struct Signed<'a> {
     pub id: Option<&'a str>,
     pub timestamp: Option<&'a str>,
     pub signature: Option<&'a str>,
@@ -46,7 +46,7 @@ fn key_of(secret: &str) -> Result<Vec<u8>, SignatureError> {
 }
 
 /// Checks a message against `secret` at `now_secs`; answers its `webhook-id`.
-pub(crate) fn verify<'a>(
+pub fn verify<'a>(
     secret: &str,
     signed: &Signed<'a>,
     body: &[u8],

@@ -4,8 +4,8 @@
 
 use super::FakeLithic;
 use crate::common::{Backend, TestServer};
+use issuing_app::config::ProviderKeys;
 use issuing_domain::catalog::{Catalog, CatalogConfig};
-use issuing_server::config::ProviderKeys;
 use issuing_server::{Mode, ServerConfig};
 use serde_json::{json, Value};
 
@@ -69,7 +69,7 @@ impl Lithic {
             ..ServerConfig::default()
         };
         let t = TestServer::start_with(backend, config).await?;
-        issuing_server::provider::lithic::admin::enroll(
+        issuing_app::provider::lithic::admin::enroll(
             &t.store, &t.master, &catalog, &keys, SUB, &t.base,
         )
         .await
