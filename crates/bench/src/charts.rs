@@ -789,6 +789,26 @@ mod tests {
     }
 
     #[test]
+    fn the_runs_saved_in_the_docs_read_back_and_draw() {
+        for text in [
+            include_str!("../../../docs/bench/sqlite-run1.json"),
+            include_str!("../../../docs/bench/sqlite-run2.json"),
+            include_str!("../../../docs/bench/postgres-run1.json"),
+            include_str!("../../../docs/bench/postgres-run2.json"),
+        ] {
+            let run: SavedRun = serde_json::from_str(text).unwrap();
+            let rates = run.rows.iter().filter(|r| r.per_second.is_some()).count();
+            let svg = rps_svg(std::slice::from_ref(&run), false).unwrap();
+            let bars = well_formed(&svg)
+                .iter()
+                .filter(|t| t.contains("class=\"bar\""))
+                .count();
+            assert_eq!((rates, bars), (8, 8));
+            well_formed(&latency_svg(&[run]).unwrap());
+        }
+    }
+
+    #[test]
     fn axes_end_on_round_numbers() {
         let a = Axis::linear(61_046.0, 0.0, 100.0);
         assert_eq!((a.lo, a.hi), (0.0, 80_000.0));
