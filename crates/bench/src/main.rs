@@ -1,12 +1,15 @@
 //! `issuing-bench`: starts one `issuing serve` on a fresh database (SQLite or PostgreSQL),
 //! runs every scenario against it in one run, plain `GET /health` first as the baseline,
-//! prints a table, and checks the ledger afterwards. See docs/benchmarks.md.
+//! prints a table, and checks the ledger afterwards; with `--json` and `--charts` it saves
+//! the table and draws it (`charts.rs`). See docs/benchmarks.md.
 
 mod asa;
+mod charts;
 mod console;
 mod lithic;
 mod load;
 mod receiver;
+mod saved;
 mod scenarios;
 mod server;
 mod soak;
@@ -56,6 +59,15 @@ struct Args {
     /// Extra arguments for `issuing serve`.
     #[arg(long, allow_hyphen_values = true, num_args = 1..)]
     serve_arg: Vec<String>,
+    /// Also write the table as JSON to FILE, for `issuing-bench charts` to draw later.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also draw the table as SVG in DIR: <backend>-rps.svg and <backend>-latency.svg.
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
+    /// The run's name in the saved JSON and the charts' legend (default: the backend's).
+    #[arg(long)]
+    label: Option<String>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -66,6 +78,9 @@ enum Mode {
     /// Signed ASA requests at a fixed rate against a production server whose cards are
     /// issued through a fake Lithic (docs/benchmarks.md).
     Asa(asa::AsaArgs),
+    /// Draws runs saved with `--json` as SVG (requests/s, p50 and p99 per scenario), side
+    /// by side when several are given, and prints their table in Markdown.
+    Charts(charts::ChartsArgs),
 }
 
 /// Enough USDT for every top-up and fee of a full-scale run, credited before it starts.
@@ -77,6 +92,7 @@ async fn main() -> ExitCode {
     let outcome = match args.mode {
         Some(Mode::Soak(soak)) => soak::run(soak).await,
         Some(Mode::Asa(a)) => asa::run(a).await,
+        Some(Mode::Charts(c)) => charts::run(c),
         None => run(args).await,
     };
     match outcome {
@@ -190,19 +206,46 @@ async fn bench(
     let verify = server.admin(&["verify-ledger"]).await;
     server.stop().await?;
     print_table(args, &rows, max_rss);
-    match verify {
+    let verified = match verify {
         Ok(out) => {
             println!(
                 "\nverify-ledger: ok ({})",
                 out.trim().lines().last().unwrap_or("")
             );
-            Ok(rows.iter().all(|(r, _)| r.outcome.errors == 0))
+            true
         }
         Err(e) => {
             println!("\nverify-ledger: FAILED: {e:#}");
-            Ok(false)
+            false
         }
+    };
+    save(args, &rows, max_rss, verified)?;
+    Ok(verified && rows.iter().all(|(r, _)| r.outcome.errors == 0))
+}
+
+/// `--json` and `--charts`: the run's table saved and drawn.
+fn save(args: &Args, rows: &[(Row, f64)], max_rss: f64, verified: bool) -> anyhow::Result<()> {
+    if args.json.is_none() && args.charts.is_none() {
+        return Ok(());
     }
+    let backend = format!("{:?}", args.backend).to_lowercase();
+    let facts = saved::RunFacts {
+        backend: &backend,
+        label: args.label.as_deref(),
+        scale: args.scale,
+        concurrency: args.concurrency,
+        peak_rss_mib: max_rss,
+        ledger_verified: verified,
+    };
+    let run = saved::SavedRun::from_rows(&facts, rows);
+    if let Some(path) = &args.json {
+        run.write(path)?;
+        eprintln!("issuing-bench: wrote {}", path.display());
+    }
+    if let Some(dir) = &args.charts {
+        charts::write(dir, &backend, std::slice::from_ref(&run), false)?;
+    }
+    Ok(())
 }
 
 fn report(row: &Row) {
