@@ -2,6 +2,8 @@
 //! runs every scenario against it in one run, plain `GET /health` first as the baseline,
 //! prints a table, and checks the ledger afterwards; with `--json` and `--charts` it saves
 //! the table and draws it (`charts.rs`). See docs/benchmarks.md.
+//!
+//! It uses the Rust client only and runs the release binary as a separate process.
 
 mod asa;
 mod charts;

@@ -1,4 +1,8 @@
 //! `issuing`: the card-issuing service and its operator commands.
+//!
+//! It assembles the server (`issuing-server`) for `serve`, calls the core, the console's
+//! operator accounts and the store for `admin …`, and the Rust client for `api`, `proxy`,
+//! `listen` and `trigger`; nothing depends on it.
 
 mod admin;
 mod api;

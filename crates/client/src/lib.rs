@@ -58,6 +58,9 @@
 //!
 //! The same client opens webhook deliveries ([`Client::open_webhook`]): they carry the
 //! project's `API-KEY` header and a body sealed with the same key.
+//!
+//! It uses only the envelope and the wire types, so an integrator's program depends on
+//! nothing of the server.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use issuing_envelope::Key;

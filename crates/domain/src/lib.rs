@@ -3,6 +3,9 @@
 //! users, KYC data and cardholder states, country codes, the card catalog, the Lithic
 //! provider's rules, the ledger's posting rules
 //! and webhook subscriptions.
+//!
+//! It may use the wire types (`issuing-wire`) and nothing else of ours: no storage and no
+//! HTTP, so its rules are tested without a database or a server.
 
 pub mod card_tx;
 pub mod catalog;

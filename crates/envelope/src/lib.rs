@@ -6,6 +6,8 @@
 //! `crypto_secretbox_easy` and PyNaCl's `SecretBox.encrypt(..).ciphertext`
 //! produce. Over HTTP it travels as standard padded base64 in
 //! `{"encrypted": "..."}`.
+//!
+//! It uses no crate of ours: the server's API layer, the Rust client and the binary use it.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod encoding;

@@ -5,6 +5,8 @@
 //! repository function takes a connection, so callers decide what shares a transaction:
 //! a state change, its ledger transfer and its outbox event always commit together.
 //! Every query on project data is scoped by `project_id`.
+//!
+//! It may use the domain and the wire types, never the core or anything above it.
 
 mod account_cache;
 pub mod audit;

@@ -3,6 +3,8 @@
 //! the request and answer models of every endpoint (`api`).
 //!
 //! Nothing here does I/O or knows about HTTP frameworks; statuses are plain `u16`.
+//!
+//! It uses no crate of ours; every other crate may use it.
 
 mod amount;
 pub mod api;
