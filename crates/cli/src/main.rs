@@ -38,7 +38,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the API server and its background workers.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Operator commands that work directly on the database (no HTTP).
     #[command(subcommand)]
     Admin(admin::AdminCommand),
@@ -63,7 +63,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     logging::init(cli.global.log_format);
     let result = match cli.command {
-        Command::Serve(args) => serve::run(&cli.global, args).await,
+        Command::Serve(args) => serve::run(&cli.global, *args).await,
         Command::Admin(cmd) => {
             let asked = audit::Invocation::of_admin(&Cli::command(), &matches);
             admin::run(&cli.global, cmd, asked).await
