@@ -9,6 +9,7 @@ mod lock;
 mod logging;
 mod proxy;
 mod remote;
+mod reveal_demo;
 mod serve;
 mod settings;
 mod trigger;
@@ -54,6 +55,10 @@ enum Command {
     /// Sandbox: make the server send an event (card.created, card.freeze,
     /// card_transaction, …) through real API calls on a new user and card.
     Trigger(trigger::TriggerArgs),
+    /// Sandbox: serve a local page that frames a card's single-use reveal page, to see
+    /// in a browser how a cardholder is shown a card without the project's server
+    /// holding its number.
+    RevealDemo(reveal_demo::RevealDemoArgs),
 }
 
 #[tokio::main]
@@ -72,6 +77,7 @@ async fn main() -> std::process::ExitCode {
         Command::Api(args) => api::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Trigger(args) => trigger::run(args).await,
+        Command::RevealDemo(args) => reveal_demo::run(args).await,
     };
     match result {
         Ok(code) => code,
