@@ -192,6 +192,7 @@ ENDPOINTS = {
     "cards_find": "cards/find",
     "cards_balance": "cards/balance",
     "cards_details": "cards/details",
+    "cards_reveal_create": "cards/reveal/create",
     "cards_freeze": "cards/freeze",
     "cards_unfreeze": "cards/unfreeze",
     "cards_topup": "cards/topup",
@@ -376,6 +377,8 @@ class Client:
     cards_find = _endpoint("cards/find")
     cards_balance = _endpoint("cards/balance")
     cards_details = _endpoint("cards/details")
+    # A single-use page for the cardholder's browser: hand ``url`` to it, never log it.
+    cards_reveal_create = _endpoint("cards/reveal/create")
     cards_freeze = _endpoint("cards/freeze")
     cards_unfreeze = _endpoint("cards/unfreeze")
     cards_topup = _endpoint("cards/topup")

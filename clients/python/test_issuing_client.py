@@ -277,7 +277,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 47)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 48)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue

@@ -188,6 +188,16 @@ export interface Card {
   [field: string]: unknown;
 }
 
+/** The answer of `cards/reveal/create`: `url` (and `urls`) are for the cardholder's browser alone. */
+export interface RevealSession {
+  reveal_id: string;
+  url: string;
+  expires_at: Timestamp;
+  /** A provider's embed (Lithic without PAN access): one single-use page per detail. */
+  urls?: { pan: string; cvv: string; exp_month: string; exp_year: string };
+  [field: string]: unknown;
+}
+
 export type OrderStatus = "new" | "processing" | "completed" | "failed" | (string & {});
 
 export interface Order {
@@ -414,6 +424,11 @@ export class IssuingClient {
   cardsFind(body?: ListQuery, options?: CallOptions): R<Page<Card>>;
   cardsBalance(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<CardBalance & { card_id: string }>;
   cardsDetails(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<Success>;
+  /** A single-use page showing the card's details to the cardholder's browser (framed by a page of `target_origin`). */
+  cardsRevealCreate(
+    body: { card_id: string; external_user_id?: string; target_origin: string; ttl_seconds?: number } & Fields,
+    options?: CallOptions,
+  ): R<RevealSession>;
   cardsFreeze(body: { card_id: string; external_user_id?: string } & Fields, options?: CallOptions): R<Success>;
   cardsUnfreeze(body: { card_id: string; external_user_id?: string } & Fields, options?: CallOptions): R<Success>;
   cardsTopup(body: { card_id: string; amount: AmountInput; idempotency_key?: string; currency?: string } & Fields, options?: CallOptions): R<Success>;

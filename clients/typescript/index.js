@@ -591,6 +591,8 @@ export class IssuingClient {
   /** @param {Fields} [body] @param {CallOptions} [o] */ cardsFind(body = {}, o) { return this.call("cards/find", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsBalance(body, o) { return this.call("cards/balance", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsDetails(body, o) { return this.call("cards/details", body, o); }
+  /** A single-use page for the cardholder's browser: hand `url` to it, never log it.
+   * @param {Fields} body @param {CallOptions} [o] */ cardsRevealCreate(body, o) { return this.call("cards/reveal/create", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsFreeze(body, o) { return this.call("cards/freeze", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsUnfreeze(body, o) { return this.call("cards/unfreeze", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsTopup(body, o) { return this.call("cards/topup", body, o); }
@@ -647,6 +649,7 @@ export const ENDPOINTS = Object.freeze({
   cardsFind: "cards/find",
   cardsBalance: "cards/balance",
   cardsDetails: "cards/details",
+  cardsRevealCreate: "cards/reveal/create",
   cardsFreeze: "cards/freeze",
   cardsUnfreeze: "cards/unfreeze",
   cardsTopup: "cards/topup",

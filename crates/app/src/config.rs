@@ -92,6 +92,51 @@ pub struct ServerConfig {
     pub webhook_allowed_networks: AllowedNetworks,
     /// Where the operator console listens (CONTRACT §12); None: no console.
     pub console: Option<ConsoleListen>,
+    /// The console's protections an operator may set (docs/console.md).
+    pub console_security: ConsoleSecurity,
+    /// The base URL cardholders' browsers reach this API listener at, for reveal pages
+    /// (CONTRACT §16), such as `https://api.example.com`; None: `http://` and the
+    /// listener's own address.
+    pub public_url: Option<String>,
+}
+
+/// The console's PCI DSS v4 controls that operators may set (docs/console.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSecurity {
+    /// A session with no request from its operator for this long ends (8.2.8: at most
+    /// 15 minutes). A live region's poll does not count as a request.
+    pub idle_timeout: Duration,
+    /// How long too many failed logins lock an email (8.3.4: at least 30 minutes);
+    /// `issuing admin operator unlock` ends it sooner.
+    pub lockout: Duration,
+    /// Host names the console answers to besides those of its listen address (a
+    /// request naming another `Host` is refused: DNS rebinding).
+    pub hosts: Vec<String>,
+    /// Reverse proxies in front of the console: from them, the client's address is the
+    /// last `X-Forwarded-For` entry that is not one of them.
+    pub trusted_proxies: AllowedNetworks,
+    /// Card reveals one admin may make in an hour; 0 turns reveals off.
+    pub reveals_per_hour: u32,
+}
+
+/// 8.2.8: 15 minutes.
+pub const DEFAULT_CONSOLE_IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// 8.3.4: at least 30 minutes.
+pub const DEFAULT_CONSOLE_LOCKOUT: Duration = Duration::from_secs(30 * 60);
+/// An admin looking up a card now and then needs a few; a script harvesting numbers
+/// through a stolen session is stopped after these.
+pub const DEFAULT_CONSOLE_REVEALS_PER_HOUR: u32 = 10;
+
+impl Default for ConsoleSecurity {
+    fn default() -> Self {
+        ConsoleSecurity {
+            idle_timeout: DEFAULT_CONSOLE_IDLE_TIMEOUT,
+            lockout: DEFAULT_CONSOLE_LOCKOUT,
+            hosts: Vec::new(),
+            trusted_proxies: AllowedNetworks::default(),
+            reveals_per_hour: DEFAULT_CONSOLE_REVEALS_PER_HOUR,
+        }
+    }
 }
 
 /// The operator console's listener.
@@ -219,6 +264,8 @@ impl Default for ServerConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             tron: TronConfig::default(),
             console: None,
+            console_security: ConsoleSecurity::default(),
+            public_url: None,
             retention: DEFAULT_RETENTION,
             webhook_disable_after: DEFAULT_WEBHOOK_DISABLE_AFTER,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,

@@ -34,7 +34,7 @@ pub enum AdminCommand {
     /// Check the ledger: every transfer balances, every balance equals its entries,
     /// no customer balance is negative. Exits 1 and names each bad account on mismatch.
     VerifyLedger,
-    /// Operators of the web console: create, list, disable, reset-password.
+    /// Operators of the web console: create, list, disable, reset-password, unlock.
     #[command(subcommand)]
     Operator(OperatorCommand),
     /// Copy a SQLite database to FILE, consistent while `serve` runs. The master key is
@@ -161,6 +161,12 @@ pub enum OperatorCommand {
     },
     /// Give an operator a new generated password (printed once); its sessions end.
     ResetPassword {
+        #[arg(long)]
+        email: String,
+    },
+    /// End an email's login lockout now (after confirming who asks); prints
+    /// `{"email", "was_locked"}`.
+    Unlock {
         #[arg(long)]
         email: String,
     },
@@ -452,6 +458,11 @@ async fn operator(store: &issuing_store::Store, cmd: OperatorCommand) -> anyhow:
         OperatorCommand::ResetPassword { email } => {
             let reset = operators::reset_password(store, &email).await?;
             println!("{}", serde_json::to_string(&reset)?);
+        }
+        OperatorCommand::Unlock { email } => {
+            let was_locked = operators::unlock(store, &email).await?;
+            let email = operators::normalize_email(&email)?;
+            println!("{}", json!({"email": email, "was_locked": was_locked}));
         }
     }
     Ok(ExitCode::SUCCESS)

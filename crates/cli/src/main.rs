@@ -13,6 +13,7 @@ mod lock;
 mod logging;
 mod proxy;
 mod remote;
+mod reveal_demo;
 mod serve;
 mod settings;
 mod trigger;
@@ -42,7 +43,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the API server and its background workers.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Operator commands that work directly on the database (no HTTP).
     #[command(subcommand)]
     Admin(admin::AdminCommand),
@@ -58,6 +59,10 @@ enum Command {
     /// Sandbox: make the server send an event (card.created, card.freeze,
     /// card_transaction, …) through real API calls on a new user and card.
     Trigger(trigger::TriggerArgs),
+    /// Sandbox: serve a local page that frames a card's single-use reveal page, to see
+    /// in a browser how a cardholder is shown a card without the project's server
+    /// holding its number.
+    RevealDemo(reveal_demo::RevealDemoArgs),
 }
 
 #[tokio::main]
@@ -67,7 +72,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     logging::init(cli.global.log_format);
     let result = match cli.command {
-        Command::Serve(args) => serve::run(&cli.global, args).await,
+        Command::Serve(args) => serve::run(&cli.global, *args).await,
         Command::Admin(cmd) => {
             let asked = audit::Invocation::of_admin(&Cli::command(), &matches);
             admin::run(&cli.global, cmd, asked).await
@@ -76,6 +81,7 @@ async fn main() -> std::process::ExitCode {
         Command::Api(args) => api::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Trigger(args) => trigger::run(args).await,
+        Command::RevealDemo(args) => reveal_demo::run(args).await,
     };
     match result {
         Ok(code) => code,

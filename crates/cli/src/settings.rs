@@ -67,6 +67,18 @@ pub struct FileConfig {
     /// Comma-separated networks (CIDR) production may send webhooks to although they
     /// are private (`ISSUING_WEBHOOK_ALLOWED_NETWORKS`).
     pub webhook_allowed_networks: Option<String>,
+    /// The base URL cardholders' browsers reach the API at (reveal pages).
+    pub public_url: Option<String>,
+    /// Seconds without a request after which a console session ends.
+    pub console_idle_timeout: Option<u64>,
+    /// Seconds too many failed logins lock an email.
+    pub console_lockout: Option<u64>,
+    /// Comma-separated host names the console answers to besides its listen address.
+    pub console_hosts: Option<String>,
+    /// Comma-separated networks (CIDR) of reverse proxies in front of the console.
+    pub console_trusted_proxies: Option<String>,
+    /// Card reveals one admin may make in an hour; 0 turns them off.
+    pub console_reveals_per_hour: Option<u32>,
 }
 
 /// `[tron]` in the config file; each key as its `ISSUING_TRON_*` variable.
@@ -377,6 +389,31 @@ pub struct ServerArgs {
     /// as 10.0.0.0/8,fd00::/8 (default none: only public addresses).
     #[arg(long, env = "ISSUING_WEBHOOK_ALLOWED_NETWORKS")]
     pub webhook_allowed_networks: Option<String>,
+    /// The base URL cardholders' browsers reach this API at, such as
+    /// https://api.example.com: reveal pages (cards/reveal/create) are under it. Default:
+    /// http:// and the listen address.
+    #[arg(long, env = "ISSUING_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Seconds without a request after which a console session ends (default 900, PCI
+    /// DSS 8.2.8's 15 minutes; 60 to 43200).
+    #[arg(long, env = "ISSUING_CONSOLE_IDLE_TIMEOUT")]
+    pub console_idle_timeout: Option<u64>,
+    /// Seconds 10 failed console logins lock an email (default 1800, PCI DSS 8.3.4's
+    /// 30 minutes; `issuing admin operator unlock` ends it sooner).
+    #[arg(long, env = "ISSUING_CONSOLE_LOCKOUT")]
+    pub console_lockout: Option<u64>,
+    /// Host names the console answers to besides those of its listen address,
+    /// comma-separated (such as console.example.com behind a proxy).
+    #[arg(long, env = "ISSUING_CONSOLE_HOSTS")]
+    pub console_hosts: Option<String>,
+    /// Reverse proxies in front of the console, comma-separated CIDRs: from them the
+    /// client's address is read from X-Forwarded-For (default none).
+    #[arg(long, env = "ISSUING_CONSOLE_TRUSTED_PROXIES")]
+    pub console_trusted_proxies: Option<String>,
+    /// Card reveals one console admin may make in an hour (default 10; 0 turns reveals
+    /// off).
+    #[arg(long, env = "ISSUING_CONSOLE_REVEALS_PER_HOUR")]
+    pub console_reveals_per_hour: Option<u32>,
 }
 
 /// The serve settings as the environment and config file give them (no flags): what
@@ -521,7 +558,86 @@ pub fn server_config(args: &ServerArgs, file: &FileConfig) -> anyhow::Result<Ser
     }
     config.provider_keys = provider_keys(&config.catalog, |name| std::env::var(name).ok());
     config.console = console_listen(args, file, config.mode)?;
+    config.console_security = console_security(args, file)?;
+    if let Some(url) = args.public_url.clone().or_else(|| file.public_url.clone()) {
+        let url = url.trim().trim_end_matches('/');
+        if !url.is_empty() {
+            config.public_url = Some(public_url(url)?);
+        }
+    }
     Ok(config)
+}
+
+/// `--public-url`: an http(s) URL with a host, perhaps a path, no query or credentials.
+fn public_url(url: &str) -> anyhow::Result<String> {
+    let ok = reqwest::Url::parse(url).is_ok_and(|u| {
+        matches!(u.scheme(), "http" | "https")
+            && u.host_str().is_some()
+            && u.query().is_none()
+            && u.fragment().is_none()
+            && u.username().is_empty()
+            && u.password().is_none()
+    });
+    if !ok {
+        bail!("--public-url / ISSUING_PUBLIC_URL must be the http(s) URL browsers reach the API at, such as https://api.example.com");
+    }
+    Ok(url.to_owned())
+}
+
+/// The console's PCI DSS settings (docs/console.md), checked.
+fn console_security(
+    args: &ServerArgs,
+    file: &FileConfig,
+) -> anyhow::Result<issuing_app::config::ConsoleSecurity> {
+    let mut c = issuing_app::config::ConsoleSecurity::default();
+    if let Some(secs) = args.console_idle_timeout.or(file.console_idle_timeout) {
+        if !(60..=43_200).contains(&secs) {
+            bail!("ISSUING_CONSOLE_IDLE_TIMEOUT must be between 60 and 43200 seconds");
+        }
+        c.idle_timeout = Duration::from_secs(secs);
+    }
+    if let Some(secs) = args.console_lockout.or(file.console_lockout) {
+        if !(60..=7 * 24 * 3600).contains(&secs) {
+            bail!("ISSUING_CONSOLE_LOCKOUT must be between 60 and 604800 seconds");
+        }
+        c.lockout = Duration::from_secs(secs);
+    }
+    if let Some(hosts) = args
+        .console_hosts
+        .clone()
+        .or_else(|| file.console_hosts.clone())
+    {
+        for h in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+            let valid = h.len() <= 253
+                && h.chars().all(|ch| {
+                    ch.is_ascii_alphanumeric() || matches!(ch, '.' | '-' | '[' | ']' | ':')
+                });
+            if !valid {
+                bail!("--console-hosts / ISSUING_CONSOLE_HOSTS: `{h}` is not a host name");
+            }
+            c.hosts.push(h.to_ascii_lowercase());
+        }
+    }
+    if let Some(nets) = args
+        .console_trusted_proxies
+        .clone()
+        .or_else(|| file.console_trusted_proxies.clone())
+    {
+        c.trusted_proxies =
+            issuing_domain::webhooks::AllowedNetworks::parse(&nets).map_err(|e| {
+                anyhow::anyhow!("--console-trusted-proxies / ISSUING_CONSOLE_TRUSTED_PROXIES: {e}")
+            })?;
+    }
+    if let Some(n) = args
+        .console_reveals_per_hour
+        .or(file.console_reveals_per_hour)
+    {
+        if n > 1_000 {
+            bail!("ISSUING_CONSOLE_REVEALS_PER_HOUR must be at most 1000 (0 turns reveals off)");
+        }
+        c.reveals_per_hour = n;
+    }
+    Ok(c)
 }
 
 /// The console's address: as set (`off` or empty for none), else 127.0.0.1:8090 in the
@@ -859,6 +975,89 @@ mod tests {
         assert_eq!(keys.get("lithic_us"), Some("k1"));
         assert_eq!(format!("{keys:?}"), "{\"lithic_us\": \"***\"}");
         assert!(provider_keys(&catalog, |_| None).get("lithic_us").is_none());
+    }
+
+    #[test]
+    fn console_security_and_public_url() {
+        let c = server_config(&ServerArgs::default(), &FileConfig::default()).unwrap();
+        assert_eq!(c.console_security.idle_timeout, Duration::from_secs(900));
+        assert_eq!(c.console_security.lockout, Duration::from_secs(1800));
+        assert_eq!(c.console_security.reveals_per_hour, 10);
+        assert!(c.console_security.hosts.is_empty() && c.public_url.is_none());
+        let file = FileConfig {
+            console_idle_timeout: Some(300),
+            console_hosts: Some("Console.Example.com, 10.0.0.5".into()),
+            public_url: Some("https://api.example.com/".into()),
+            ..Default::default()
+        };
+        let args = ServerArgs {
+            console_lockout: Some(3600),
+            console_reveals_per_hour: Some(0),
+            console_trusted_proxies: Some("10.0.0.0/8".into()),
+            ..Default::default()
+        };
+        let c = server_config(&args, &file).unwrap();
+        assert_eq!(c.console_security.idle_timeout, Duration::from_secs(300));
+        assert_eq!(c.console_security.lockout, Duration::from_secs(3600));
+        assert_eq!(c.console_security.reveals_per_hour, 0);
+        assert_eq!(
+            c.console_security.hosts,
+            ["console.example.com", "10.0.0.5"]
+        );
+        assert!(c
+            .console_security
+            .trusted_proxies
+            .contains("10.1.2.3".parse().unwrap()));
+        assert_eq!(c.public_url.as_deref(), Some("https://api.example.com"));
+        for (args, name) in [
+            (
+                ServerArgs {
+                    console_idle_timeout: Some(5),
+                    ..Default::default()
+                },
+                "ISSUING_CONSOLE_IDLE_TIMEOUT",
+            ),
+            (
+                ServerArgs {
+                    console_lockout: Some(0),
+                    ..Default::default()
+                },
+                "ISSUING_CONSOLE_LOCKOUT",
+            ),
+            (
+                ServerArgs {
+                    console_hosts: Some("evil host".into()),
+                    ..Default::default()
+                },
+                "ISSUING_CONSOLE_HOSTS",
+            ),
+            (
+                ServerArgs {
+                    console_trusted_proxies: Some("nope".into()),
+                    ..Default::default()
+                },
+                "ISSUING_CONSOLE_TRUSTED_PROXIES",
+            ),
+            (
+                ServerArgs {
+                    public_url: Some("ftp://x".into()),
+                    ..Default::default()
+                },
+                "ISSUING_PUBLIC_URL",
+            ),
+            (
+                ServerArgs {
+                    public_url: Some("https://x/?a=b".into()),
+                    ..Default::default()
+                },
+                "ISSUING_PUBLIC_URL",
+            ),
+        ] {
+            let e = server_config(&args, &FileConfig::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(name), "{e}");
+        }
     }
 
     #[test]

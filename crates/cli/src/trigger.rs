@@ -8,7 +8,9 @@
 //! `card_transaction.declined_by_limit` sets a daily limit of 1.00 on the card
 //! (`cards/limits/set`), spends it, and asks again: the second authorization is
 //! declined with `spending_limit_exceeded` (its `card_transaction` event carries the
-//! `decline` object).
+//! `decline` object). `card.details_viewed` makes a reveal session for
+//! `http://localhost` (`cards/reveal/create`) and opens its page once, as a
+//! cardholder's browser would (the page's content is never printed).
 //! The events along the way (`card.created`, …) are sent too.
 //!
 //! stdout: one JSON line, e.g. `{"event":"card.freeze","card_id":"…","status":"frozen"}`.
@@ -19,20 +21,21 @@
 use crate::remote::RemoteArgs;
 use issuing_client::{
     Address, CardLimit, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsLimitsSet,
-    CardsTopup, Client, ClientError, KycData, Merchant, Order, Simulate3ds, SimulateAuth,
-    SimulatedTransaction,
+    CardsRevealCreate, CardsTopup, Client, ClientError, KycData, Merchant, Order, Simulate3ds,
+    SimulateAuth, SimulatedTransaction,
 };
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// The events `trigger` can produce.
-pub const EVENTS: [&str; 9] = [
+pub const EVENTS: [&str; 10] = [
     "card.created",
     "card.topup",
     "card.freeze",
     "card.unfreeze",
     "card.close",
+    "card.details_viewed",
     "card_transaction",
     "card_transaction.declined_by_limit",
     "card_3ds",
@@ -51,8 +54,8 @@ pub struct TriggerArgs {
     #[command(flatten)]
     remote: RemoteArgs,
     /// The event to produce: card.created, card.topup, card.freeze, card.unfreeze,
-    /// card.close, card_transaction, card_transaction.declined_by_limit, card_3ds or
-    /// card_otp.
+    /// card.close, card.details_viewed, card_transaction,
+    /// card_transaction.declined_by_limit, card_3ds or card_otp.
     event: String,
 }
 
@@ -151,6 +154,10 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
             json!({"event": event, "card_id": card_id,
                    "order_id": closed.order.order_id, "status": closed.status})
         }
+        "card.details_viewed" => {
+            let reveal_id = open_reveal_page(client, &tag, &card_id).await?;
+            json!({"event": event, "card_id": card_id, "reveal_id": reveal_id})
+        }
         "card_transaction" => {
             topup(client, &tag, &card_id).await?;
             let auth = purchase(client, &card_id).await?;
@@ -219,6 +226,46 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
         other => return Err(Failed(format!("no recipe for {other}"))),
     };
     Ok(summary)
+}
+
+/// Makes a reveal session and opens its page once, as the cardholder's browser would
+/// (no `Referer`): the server then sends `card.details_viewed`. Answers the session's
+/// id; the page (the card's details) is read and dropped, never printed.
+async fn open_reveal_page(client: &Client, tag: &str, card_id: &str) -> Result<String, Failed> {
+    let session = client
+        .cards_reveal_create(&CardsRevealCreate {
+            card_id: card_id.to_owned(),
+            external_user_id: Some(tag.to_owned()),
+            target_origin: "http://localhost".into(),
+            ttl_seconds: None,
+        })
+        .await?;
+    eprintln!(
+        "created reveal session {} for card {card_id}",
+        session.reveal_id
+    );
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| Failed(format!("HTTP client: {e}")))?;
+    // The error would name the URL, which holds the session's token.
+    let status = http
+        .get(&session.url)
+        .send()
+        .await
+        .map_err(|e| {
+            Failed(format!(
+                "opening the reveal page failed: {}",
+                e.without_url()
+            ))
+        })?
+        .status();
+    if status != reqwest::StatusCode::OK {
+        return Err(Failed(format!("the reveal page answered {status}")));
+    }
+    eprintln!("opened the reveal page of session {}", session.reveal_id);
+    Ok(session.reveal_id)
 }
 
 /// A simulated purchase of [`PURCHASE_AMOUNT`] on the card.
@@ -290,7 +337,7 @@ async fn wait_order(client: &Client, order_id: &str) -> Result<(), Failed> {
 }
 
 /// KYC data the sandbox approves at once.
-fn kyc() -> KycData {
+pub(crate) fn kyc() -> KycData {
     KycData {
         first_name: "Trigger".into(),
         last_name: "Lovelace".into(),

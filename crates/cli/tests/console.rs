@@ -11,7 +11,7 @@ use common::console::{Console, Page};
 use common::process::{issuing, ServeProcess};
 use common::receiver::{Behaviour, Receiver};
 use common::{TestDb, TestServer};
-use issuing_app::config::ConsoleListen;
+use issuing_app::config::{ConsoleListen, ConsoleSecurity};
 use issuing_console::operators::{self, Role};
 use issuing_server::ServerConfig;
 use serde_json::{json, Value};
@@ -25,6 +25,12 @@ fn config() -> ServerConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             optional: false,
         }),
+        // The tests play clients at other addresses through a local "proxy".
+        console_security: ConsoleSecurity {
+            trusted_proxies: issuing_domain::webhooks::AllowedNetworks::parse("127.0.0.0/8")
+                .unwrap(),
+            ..ConsoleSecurity::default()
+        },
         webhook_retry_interval: Duration::from_secs(1),
         webhook_max_age: Duration::from_secs(2),
         ..ServerConfig::default()
@@ -154,6 +160,17 @@ both_backends_with!(
             "no hint which part was wrong"
         );
         assert!(c.cookie.is_none());
+        // Each failure is audited with the email and the client's address.
+        let failed: Vec<_> = t
+            .audit_rows()
+            .await
+            .into_iter()
+            .filter(|r| r.1 == "console.login_failed")
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert_eq!(failed[0].0, "ops@example.com");
+        assert_eq!(failed[0].2["address"], "127.0.0.1");
+        assert_eq!(failed[1].2["email"], "nobody@example.com");
 
         let ok = c.try_login(" OPS@example.com", &password).await;
         assert_eq!((ok.status, ok.location()), (303, "/console/"));
@@ -214,15 +231,21 @@ both_backends_with!(
             401
         );
 
-        // 10 failures within 10 minutes lock the email, even for the right password.
+        // 10 failures within 10 minutes lock the email, even for the right password
+        // (from 10 addresses: one address alone is stopped after 5).
         let password = t.operator("lock@example.com", Role::Viewer, &[]).await;
         let mut c = Console::new(addr);
         for i in 1..=10 {
-            let p = c.try_login("lock@example.com", "wrong").await;
+            let from = format!("198.51.100.{i}");
+            let p = c
+                .try_login_from("lock@example.com", "wrong", Some(&from))
+                .await;
             let want = if i < 10 { 401 } else { 429 };
             assert_eq!(p.status, want, "attempt {i}");
         }
-        let p = c.try_login("lock@example.com", &password).await;
+        let p = c
+            .try_login_from("lock@example.com", &password, Some("198.51.100.77"))
+            .await;
         assert_eq!(p.status, 429, "locked");
         assert!(c.cookie.is_none());
         let rows = t.audit_rows().await;
@@ -232,16 +255,35 @@ both_backends_with!(
             "{rows:?}"
         );
         // Unknown emails lock the same way (a lockout reveals nothing).
-        for _ in 0..10 {
-            c.try_login("ghost@example.com", "x").await;
+        for i in 0..10 {
+            let from = format!("198.51.100.{}", 100 + i);
+            c.try_login_from("ghost@example.com", "x", Some(&from))
+                .await;
         }
-        assert_eq!(c.try_login("ghost@example.com", "x").await.status, 429);
-        // The lock lasts 10 minutes: past it, the right password works.
+        let p = c
+            .try_login_from("ghost@example.com", "x", Some("198.51.100.200"))
+            .await;
+        assert_eq!(p.status, 429);
+        // The lock lasts 30 minutes (PCI DSS 8.3.4): past it, the right password works.
+        let lock = sqlx::query(
+            "SELECT locked_until FROM console_login_failures WHERE email = 'lock@example.com'",
+        )
+        .fetch_one(t.store.pool())
+        .await
+        .unwrap()
+        .get::<i64, _>("locked_until");
+        let left = lock - common::now_micros();
+        assert!(
+            (29 * 60 * 1_000_000..=30 * 60 * 1_000_000).contains(&left),
+            "{left}"
+        );
         sqlx::query("UPDATE console_login_failures SET locked_until = 1")
             .execute(t.store.pool())
             .await
             .unwrap();
-        let p = c.try_login("lock@example.com", &password).await;
+        let p = c
+            .try_login_from("lock@example.com", &password, Some("198.51.100.78"))
+            .await;
         assert_eq!(p.status, 303, "{}", p.body);
         let logins = t
             .audit_rows()
@@ -421,7 +463,8 @@ both_backends_with!(
             .to_owned();
         let cvv = details["details"]["cvv"].as_str().unwrap().to_owned();
         let last4 = &pan[pan.len() - 4..];
-        let admin = t.login_as("root@example.com", Role::Admin).await;
+        let admin_password = t.operator("root@example.com", Role::Admin, &[]).await;
+        let admin = Console::login(t.console(), "root@example.com", &admin_password).await;
         let page = format!("/console/cards/{card}");
         let shown = admin.get(&page).await;
         assert_eq!(shown.status, 200);
@@ -453,7 +496,9 @@ both_backends_with!(
         let op = t.login_as("ops@example.com", Role::Operator).await;
         let reveal = format!("/console/cards/{card}/reveal");
         assert_eq!(op.act(&page, &reveal, &[]).await.status, 403);
-        let r = admin.act(&page, &reveal, &[]).await;
+        let r = admin
+            .act(&page, &reveal, &[("password", &admin_password)])
+            .await;
         assert_eq!(r.status, 200);
         assert!(r.body.contains(&pan) && r.body.contains(&cvv));
         assert_protected(&r);
@@ -464,8 +509,12 @@ both_backends_with!(
             ("root@example.com", "ok")
         );
         for row in &rows {
+            // The CVV as a value: its 3 digits alone may well occur in a hex id.
             let text = format!("{row:?}");
-            assert!(!text.contains(&pan) && !text.contains(&cvv), "{text}");
+            assert!(
+                !text.contains(&pan) && !text.contains(&format!("\"{cvv}\"")),
+                "{text}"
+            );
         }
 
         // Simulate authorization (sandbox): network::apply, shown on the transaction page.
@@ -1316,5 +1365,253 @@ both_backends_with!(
         assert_eq!(p.status, 404);
         let cards = c.get("/console/cards").await;
         assert!(!cards.body.contains("Simulate authorization"));
+    }
+);
+
+fn pci_config() -> ServerConfig {
+    let mut c = config();
+    c.console_security.reveals_per_hour = 2;
+    c
+}
+
+/// A GET as a browser on a page of `host` (DNS rebinding: another name, our address).
+async fn get_as_host(addr: std::net::SocketAddr, path: &str, host: &str) -> u16 {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("http://{addr}{path}"))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+both_backends_with!(
+    pci_dss_controls_of_the_console,
+    pci_config(),
+    |t: TestServer| async move {
+        let addr = t.console();
+        let port = addr.port();
+        // Only the console's own host names: a rebinding page's name is refused.
+        assert_eq!(
+            get_as_host(addr, "/console/login", &format!("127.0.0.1:{port}")).await,
+            200
+        );
+        assert_eq!(
+            get_as_host(addr, "/console/login", &format!("localhost:{port}")).await,
+            200
+        );
+        for host in [
+            format!("evil.example:{port}"),
+            format!("127.0.0.1.evil.example:{port}"),
+            "evil.example".to_owned(),
+        ] {
+            assert_eq!(
+                get_as_host(addr, "/console/login", &host).await,
+                421,
+                "{host}"
+            );
+        }
+
+        // One address is stopped after 5 failures (whatever the emails), before it can
+        // lock anyone; another address signs in.
+        let password = t.operator("ann@example.com", Role::Admin, &[]).await;
+        let mut c = Console::new(addr);
+        for i in 0..5 {
+            let p = c
+                .try_login_from(&format!("guess{i}@example.com"), "x", Some("203.0.113.5"))
+                .await;
+            assert_eq!(p.status, 401, "failure {i}");
+        }
+        let p = c
+            .try_login_from("ann@example.com", &password, Some("203.0.113.5"))
+            .await;
+        assert_eq!(p.status, 429, "{}", p.body);
+        assert!(p.body.contains("from your address"), "{}", p.body);
+        let ann = {
+            let mut c = Console::new(addr);
+            let p = c
+                .try_login_from("ann@example.com", &password, Some("203.0.113.6"))
+                .await;
+            assert_eq!(p.status, 303, "{}", p.body);
+            c
+        };
+
+        // Idle sessions end; a live region's poll keeps none alive.
+        let last_seen = || async {
+            sqlx::query("SELECT last_seen_at FROM console_sessions")
+                .fetch_one(t.store.pool())
+                .await
+                .unwrap()
+                .get::<i64, _>("last_seen_at")
+        };
+        sqlx::query("UPDATE console_sessions SET last_seen_at = last_seen_at - 60000000")
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        let before = last_seen().await;
+        let poll = ann
+            .send_with(
+                "/console/",
+                &[("hx-request", "true"), ("hx-trigger", "live")],
+            )
+            .await;
+        assert_eq!(poll.status, 200);
+        assert_eq!(last_seen().await, before, "a poll is not activity");
+        assert_eq!(ann.get("/console/").await.status, 200);
+        assert!(last_seen().await > before, "a page view is");
+        sqlx::query("UPDATE console_sessions SET last_seen_at = $1")
+            .bind(common::now_micros() - 15 * 60 * 1_000_000 - 1)
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        assert_eq!(ann.get("/console/").await.location(), "/console/login");
+        let ann = {
+            let mut c = Console::new(addr);
+            let p = c
+                .try_login_from("ann@example.com", &password, Some("203.0.113.6"))
+                .await;
+            assert_eq!(p.status, 303);
+            c
+        };
+
+        // Reveal asks for the password again, and stops after 2 an hour here.
+        t.deposit(&t.creds.project_id, 100_000_000).await;
+        let card = t.active_card("pci-user", "virtual_usd").await;
+        let page = format!("/console/cards/{card}");
+        assert!(ann.get(&page).await.body.contains("name=\"password\""));
+        let reveal = format!("{page}/reveal");
+        for wrong in ["", "not-it"] {
+            let r = ann.act(&page, &reveal, &[("password", wrong)]).await;
+            assert_eq!((r.status, r.location()), (303, page.as_str()), "{}", r.body);
+            let back = ann.get(&page).await;
+            assert!(back.body.contains("Wrong password"), "{}", back.body);
+        }
+        for _ in 0..2 {
+            let r = ann.act(&page, &reveal, &[("password", &password)]).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert!(r.body.contains("id=\"pan\""));
+        }
+        let r = ann.act(&page, &reveal, &[("password", &password)]).await;
+        assert_eq!(r.status, 303);
+        assert!(ann
+            .get(&page)
+            .await
+            .body
+            .contains("at most 2 reveals an hour"));
+        let rows: Vec<_> = t
+            .audit_rows()
+            .await
+            .into_iter()
+            .filter(|r| r.1 == "card.reveal")
+            .map(|r| r.3)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "error: wrong password",
+                "error: wrong password",
+                "ok",
+                "ok",
+                "error: refused: at most 2 reveals an hour (ISSUING_CONSOLE_REVEALS_PER_HOUR)"
+            ]
+        );
+    }
+);
+
+both_backends!(
+    failed_logins_are_logged_and_an_admin_unlocks,
+    |t: TestServer| async move {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let mut child = issuing()
+            .env("ISSUING_LOG", "info")
+            .env("ISSUING_CONSOLE_LISTEN", "127.0.0.1:0")
+            .env("ISSUING_CONSOLE_TRUSTED_PROXIES", "127.0.0.0/8")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--database-url")
+            .arg(&db.url)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = stderr.clone();
+        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = err.next_line().await {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut console, mut password) = (None, None);
+        while let Some(line) = out.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("issuing console on http://") {
+                console = Some(rest.trim_end_matches("/console/").to_owned());
+            }
+            if let Some(p) = line.trim().strip_prefix("console_password:") {
+                password = Some(p.trim().to_owned());
+            }
+            if line.starts_with("issuing listening on ") {
+                break;
+            }
+        }
+        tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+        let console: std::net::SocketAddr = console.unwrap().parse().unwrap();
+        let password = password.unwrap();
+
+        // A failure below the lockout: a log line naming the email and the address.
+        let mut c = Console::new(console);
+        let p = c
+            .try_login_from("admin@localhost", "wrong", Some("192.0.2.44"))
+            .await;
+        assert_eq!(p.status, 401);
+        let start = std::time::Instant::now();
+        loop {
+            let found = stderr.lock().unwrap().iter().any(|l| {
+                l.contains("failed authentication")
+                    && l.contains("admin@localhost")
+                    && l.contains("192.0.2.44")
+            });
+            if found {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:#?}",
+                stderr.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Locked (10 failures from 10 addresses), then unlocked by an admin at once.
+        for i in 1..10 {
+            let from = format!("192.0.2.{i}");
+            c.try_login_from("admin@localhost", "wrong", Some(&from))
+                .await;
+        }
+        let p = c.try_login_from("admin@localhost", &password, None).await;
+        assert_eq!(p.status, 429, "{}", p.body);
+        let url = db.url.clone();
+        let (code, out, err) = run_admin(
+            dir.path(),
+            &url,
+            &["operator", "unlock", "--email", "Admin@Localhost"],
+        )
+        .await;
+        assert_eq!(code, 0, "{err}");
+        let answer: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(
+            answer,
+            json!({"email": "admin@localhost", "was_locked": true})
+        );
+        let p = c.try_login_from("admin@localhost", &password, None).await;
+        assert_eq!(p.status, 303, "{}", p.body);
+        let _ = child.kill().await;
     }
 );

@@ -402,6 +402,16 @@ both_backends!(
     }
 );
 
+both_backends!(
+    trigger_card_details_viewed_sends_the_event,
+    |t: TestServer| async move {
+        let (summary, event) = trigger_and_receive(&t, "card.details_viewed").await;
+        let reveal_id = summary["reveal_id"].as_str().unwrap();
+        assert_eq!(event["data"]["reveal_id"], reveal_id, "{event}");
+        assert!(event["data"]["viewed_at"].is_string(), "{event}");
+    }
+);
+
 both_backends!(trigger_a_decline_by_limit, |t: TestServer| async move {
     let rx = Receiver::start(&t.creds.api_secret).await;
     t.ok("wh/subscribe", json!({"url": rx.url})).await;

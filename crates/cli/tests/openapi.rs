@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 const ROUTES_SOURCE: &str = include_str!("../../api/src/routes/mod.rs");
 /// Routes outside `/api/v2`.
 const PLAIN_ROUTES: &[&str] = &["/health", "/ready", "/openapi.json"];
+/// Plain routes outside the document: HTML for a browser, not the API (CONTRACT §16).
+const UNDOCUMENTED_ROUTES: &[&str] = &["/reveal/{token}"];
 
 /// Every path the router serves, as the document names it.
 fn router_paths() -> BTreeSet<String> {
@@ -21,6 +23,7 @@ fn router_paths() -> BTreeSet<String> {
         .skip(1)
         .filter_map(|rest| rest.trim_start().strip_prefix('"'))
         .map(|rest| rest.split('"').next().unwrap().to_owned())
+        .filter(|p| !UNDOCUMENTED_ROUTES.contains(&p.as_str()))
         .map(|p| {
             if PLAIN_ROUTES.contains(&p.as_str()) {
                 p

@@ -99,6 +99,8 @@ endpoint_table! {
         "A card's balance";
     "cards/details": CardRef => CardDetailsResponse, key = false, sandbox = false,
         "A card's plaintext credentials";
+    "cards/reveal/create": CardsRevealCreate => RevealSession, key = false, sandbox = false,
+        "A single-use page showing a card's details to the cardholder's browser";
     "cards/freeze": CardsFreeze => CardStatusResponse, key = false, sandbox = false,
         "Freezes an active card";
     "cards/unfreeze": CardsFreeze => CardStatusResponse, key = false, sandbox = false,
@@ -278,6 +280,18 @@ impl Client {
         request: &CardRef,
     ) -> Result<CardDetailsResponse, ClientError> {
         self.typed("cards/details", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `cards/reveal/create`: A single-use page showing a card's details to the
+    /// cardholder's browser, framed by a page of `target_origin`. Hand `url` to that
+    /// browser only; the details never pass through your server. A repeated call makes
+    /// another session (the first is never used), so it is retried like a read.
+    pub async fn cards_reveal_create(
+        &self,
+        request: &CardsRevealCreate,
+    ) -> Result<RevealSession, ClientError> {
+        self.typed("cards/reveal/create", request, None, Retry::Safe)
             .await
     }
 

@@ -10,20 +10,27 @@
 use super::audit::{finish, record};
 use super::controls::{self, LimitsView, MatchRow, RuleRow};
 use super::operators::Role;
-use super::session::{Act, NoFields};
+use super::operators::MAX_PASSWORD_LEN;
+use super::security::ClientAddress;
+use super::see_other;
+use super::session::{self, Act, NoFields};
 use super::view::{self, render, Ctx, PageResult};
 use super::{Console, ConsoleError, Op, PAGE_SIZE};
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::Extension;
 use issuing_app::flows::status::{self, Change};
+use issuing_domain::time::now_micros;
 use issuing_store::card_txs::{self, CardTxRecord};
 use issuing_store::cards::CardRecord;
 use issuing_store::console::{self as reads, CardQuery};
 use issuing_store::ledger;
+use issuing_store::operators as store_ops;
+use issuing_store::StoreError;
 use serde::Deserialize;
 use serde_json::json;
 
+const HOUR: i64 = 3600 * 1_000_000;
 /// Open authorizations shown on a card page.
 const HOLDS_SHOWN: i64 = 50;
 /// The statuses a card may have (the list filter's choices).
@@ -372,12 +379,21 @@ struct RevealPage {
     expiry: String,
 }
 
+#[derive(Deserialize)]
+pub(crate) struct RevealForm {
+    #[serde(default)]
+    password: String,
+}
+
 /// Admins only: the card's number and CVV, on a page of its own that is never cached;
-/// the audit row says who looked, never what they saw.
+/// the audit row says who looked, never what they saw. The admin types the password
+/// again (a wrong one counts towards the lockout like a failed login, and a lockout
+/// ends the admin's sessions), and makes at most `reveals_per_hour` reveals an hour.
 pub(crate) async fn reveal(
     State(console): State<Console>,
     Path(card_id): Path<String>,
-    Act(op, NoFields {}): Act<NoFields>,
+    Extension(client): Extension<ClientAddress>,
+    Act(op, form): Act<RevealForm>,
 ) -> PageResult {
     if op.role != Role::Admin {
         return Err(ConsoleError::Forbidden(
@@ -385,6 +401,66 @@ pub(crate) async fn reveal(
         ));
     }
     let card = visible_card(&console, &op, &card_id).await?;
+    let back = format!("/console/cards/{}", card.id);
+    let now = now_micros();
+    let hash = {
+        let mut conn = console.app.store.conn().await?;
+        store_ops::get_by_email(&mut conn, &op.email)
+            .await?
+            .filter(|o| o.status == store_ops::ACTIVE)
+            .map(|o| o.password_hash)
+    };
+    let matches = match hash {
+        Some(hash) if form.password.len() <= MAX_PASSWORD_LEN => {
+            session::verify(&console, hash, form.password).await
+        }
+        _ => false,
+    };
+    if !matches {
+        let mut tx = console.app.store.begin().await?;
+        let locked = session::failed(
+            &mut tx,
+            &console,
+            &op.email,
+            &client.0,
+            now,
+            ("card.reveal", "error: wrong password"),
+        )
+        .await?;
+        if locked.is_some() {
+            store_ops::end_sessions(&mut tx, &op.email).await?;
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        if locked.is_some() {
+            return Ok(see_other("/console/login"));
+        }
+        op.flash(
+            &console,
+            &Err("Wrong password: the card's details were not shown.".into()),
+        )
+        .await?;
+        return Ok(see_other(&back));
+    }
+    let limit = console.app.config.console_security.reveals_per_hour;
+    let made = {
+        let mut conn = console.app.store.conn().await?;
+        issuing_store::audit::count_since(&mut conn, &op.email, "card.reveal", "ok", now - HOUR)
+            .await?
+    };
+    if made >= i64::from(limit) {
+        return finish(
+            &console,
+            &op,
+            "card.reveal",
+            Some(&card.project_id),
+            json!({ "card_id": card.id }),
+            Err(format!(
+                "refused: at most {limit} reveals an hour (ISSUING_CONSOLE_REVEALS_PER_HOUR)"
+            )),
+            &back,
+        )
+        .await;
+    }
     let opened = issuing_app::flows::details::open(&console.app, &card).await;
     let result = opened
         .as_ref()
@@ -399,7 +475,7 @@ pub(crate) async fn reveal(
             Some(&card.project_id),
             targets,
             result,
-            &format!("/console/cards/{}", card.id),
+            &back,
         )
         .await;
     };

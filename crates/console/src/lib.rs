@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     pub hashing: Semaphore,
     /// One ledger verification at a time: it reads the whole ledger.
     pub verifying: Mutex<()>,
+    /// The `Host` names the console answers to (`security::known_host`).
+    pub hosts: Vec<String>,
 }
 
 impl std::ops::Deref for Console {
@@ -74,7 +76,12 @@ impl std::ops::Deref for Console {
 
 impl Console {
     pub fn new(app: App) -> Console {
+        let hosts = security::allowed_hosts(
+            app.config.console.map(|c| c.addr),
+            &app.config.console_security.hosts,
+        );
         Console(Arc::new(Inner {
+            hosts,
             app,
             chart: chart::Cache::default(),
             card_counts: card_counts::Cache::default(),
@@ -159,6 +166,14 @@ fn router(console: Console) -> Router {
         .route("/console", get(|| async { Redirect::to("/console/") }))
         .merge(signed_in)
         .layer(middleware::from_fn(security::refuse_cross_origin))
+        .layer(middleware::from_fn_with_state(
+            console.clone(),
+            security::client_address,
+        ))
+        .layer(middleware::from_fn_with_state(
+            console.clone(),
+            security::known_host,
+        ))
         .layer(middleware::from_fn(security::headers))
         .with_state(console)
 }

@@ -2,12 +2,19 @@
 //!
 //! - The cookie holds 32 random bytes; the database only their SHA-256, with the
 //!   session's CSRF token and its end (12 hours after login). A session ends at logout,
-//!   at its end, and when its operator is disabled or given a new password.
-//! - 10 failed logins for one email within 10 minutes lock that email for 10 minutes,
-//!   whether or not an operator has it (so a lockout says nothing about accounts).
+//!   at its end, after `idle_timeout` (15 minutes) without a request of its operator (a
+//!   live region's poll is not one), and when its operator is disabled or given a new
+//!   password.
+//! - 10 failed logins for one email within 10 minutes lock that email for `lockout`
+//!   (30 minutes, or until `issuing admin operator unlock`), whether or not an operator
+//!   has it (so a lockout says nothing about accounts). 5 failed logins from one client
+//!   address within 10 minutes block that address for 10 minutes: one address alone
+//!   never reaches an email's lockout, so it cannot keep operators out. Every failure is
+//!   audited and logged with the email and the address.
 //! - Every POST needs the session's CSRF token (`Act`, `Signed`); viewers may not act.
 
 use super::operators::{self, Role, MAX_EMAIL_LEN, MAX_PASSWORD_LEN};
+use super::security::ClientAddress;
 use super::view::{self, render_status, ConsoleError, Ctx};
 use super::{see_other, Console};
 use askama::Template;
@@ -15,11 +22,11 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Form;
+use axum::{Extension, Form};
 use issuing_domain::time::now_micros;
 use issuing_store::audit::{self, NewAudit};
 use issuing_store::console::Scope;
-use issuing_store::operators as store_ops;
+use issuing_store::operators::{self as store_ops, FailuresOf};
 use issuing_store::StoreError;
 use rand::RngCore;
 use serde::de::DeserializeOwned;
@@ -31,11 +38,18 @@ use tokio::sync::watch;
 
 const COOKIE: &str = "issuing_console";
 const SESSION_MICROS: i64 = 12 * 3600 * 1_000_000;
-const LOCKOUT: store_ops::Lockout = store_ops::Lockout {
-    max_failures: 10,
-    window: 10 * 60 * 1_000_000,
-    lock: 10 * 60 * 1_000_000,
+/// CONTRACT §12 and PCI DSS 8.3.4: at most 10 failures (within 10 minutes) per email.
+const EMAIL_FAILURES: i64 = 10;
+const FAILURE_WINDOW: i64 = 10 * 60 * 1_000_000;
+/// Per client address: fewer failures than an email's lockout needs, and a block at
+/// least as long as the email's window, so one address alone never locks an email.
+const ADDRESS_RULE: store_ops::Lockout = store_ops::Lockout {
+    max_failures: 5,
+    window: FAILURE_WINDOW,
+    lock: FAILURE_WINDOW,
 };
+const _: () = assert!(ADDRESS_RULE.max_failures * 2 <= EMAIL_FAILURES);
+const _: () = assert!(ADDRESS_RULE.lock >= FAILURE_WINDOW);
 /// Rows the purge deletes per pass.
 const PURGE_BATCH: i64 = 1000;
 const FLASH_OK: &str = "ok:";
@@ -98,6 +112,30 @@ impl Op {
     }
 }
 
+/// An email's lockout rule, its lock as long as the operator set (default 30 minutes).
+pub(crate) fn email_rule(console: &Console) -> store_ops::Lockout {
+    store_ops::Lockout {
+        max_failures: EMAIL_FAILURES,
+        window: FAILURE_WINDOW,
+        lock: micros(console.app.config.console_security.lockout),
+    }
+}
+
+fn micros(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// The idle timeout in microseconds.
+fn idle(console: &Console) -> i64 {
+    micros(console.app.config.console_security.idle_timeout)
+}
+
+/// A live region's refresh (htmx's GET with `HX-Request`): it does not keep a session
+/// alive, or an open tab would never go idle.
+fn is_poll(req: &Request) -> bool {
+    req.method() == axum::http::Method::GET && req.headers().contains_key("hx-request")
+}
+
 fn random_token() -> String {
     use base64::Engine;
     let mut bytes = [0u8; 32];
@@ -149,8 +187,9 @@ pub(crate) async fn require(
     next: Next,
 ) -> Response {
     let hash = session_cookie(req.headers()).map(token_hash);
+    let activity = !is_poll(&req);
     let found = match hash {
-        Some(h) => lookup(&console, &h).await,
+        Some(h) => lookup(&console, &h, activity).await,
         None => Ok(None),
     };
     match found {
@@ -163,11 +202,17 @@ pub(crate) async fn require(
     }
 }
 
-async fn lookup(console: &Console, hash: &str) -> Result<Option<Op>, StoreError> {
+/// The live session of a token hash; `activity` (a request of the operator's, not a
+/// poll) restarts its idle time.
+async fn lookup(console: &Console, hash: &str, activity: bool) -> Result<Option<Op>, StoreError> {
+    let now = now_micros();
     let mut conn = console.app.store.conn().await?;
-    let Some(s) = store_ops::session(&mut conn, hash, now_micros()).await? else {
+    let Some(s) = store_ops::session(&mut conn, hash, now, now - idle(console)).await? else {
         return Ok(None);
     };
+    if activity {
+        store_ops::touch_session(&mut conn, hash, now).await?;
+    }
     let Some(role) = Role::parse(&s.operator.role) else {
         tracing::error!(email = %s.operator.email, "console operator has an unknown role");
         return Ok(None);
@@ -291,23 +336,48 @@ fn decoy_hash() -> &'static str {
     })
 }
 
-pub(crate) async fn login(State(console): State<Console>, Form(form): Form<LoginForm>) -> Response {
-    match try_login(&console, form).await {
+pub(crate) async fn login(
+    State(console): State<Console>,
+    Extension(client): Extension<ClientAddress>,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    match try_login(&console, &client.0, form).await {
         Ok(r) => r,
         Err(e) => ConsoleError::from(e).into_response(),
     }
 }
 
-async fn try_login(console: &Console, form: LoginForm) -> Result<Response, StoreError> {
+async fn try_login(
+    console: &Console,
+    address: &str,
+    form: LoginForm,
+) -> Result<Response, StoreError> {
     const WRONG: &str = "Wrong email or password.";
     let now = now_micros();
-    let Ok(email) = operators::normalize_email(&form.email) else {
-        return Ok(refused(&form.email, StatusCode::UNAUTHORIZED, WRONG.into()));
-    };
-    if form.password.len() > MAX_PASSWORD_LEN {
-        return Ok(refused(&email, StatusCode::UNAUTHORIZED, WRONG.into()));
-    }
     let store = &console.app.store;
+    let blocked = {
+        let mut conn = store.conn().await?;
+        store_ops::blocked_until(&mut conn, FailuresOf::Address, address, now).await?
+    };
+    if let Some(until) = blocked {
+        tracing::warn!(
+            address,
+            "console: login refused, too many failures from this address"
+        );
+        return Ok(address_blocked(&form.email, until));
+    }
+    let email = match operators::normalize_email(&form.email) {
+        Ok(email) if form.password.len() <= MAX_PASSWORD_LEN => email,
+        // Not an email (or an absurd password): a failure of the address alone.
+        _ => {
+            let mut tx = store.begin().await?;
+            store_ops::count_failure(&mut tx, FailuresOf::Address, address, now, ADDRESS_RULE)
+                .await?;
+            tx.commit().await.map_err(StoreError::from)?;
+            tracing::warn!(address, "console: failed login (not an email)");
+            return Ok(refused(&form.email, StatusCode::UNAUTHORIZED, WRONG.into()));
+        }
+    };
     let (locked, operator) = {
         let mut conn = store.conn().await?;
         (
@@ -318,6 +388,7 @@ async fn try_login(console: &Console, form: LoginForm) -> Result<Response, Store
         )
     };
     if let Some(until) = locked {
+        tracing::warn!(email = %email, address, "console: login refused, the email is locked");
         return Ok(locked_out(&email, until));
     }
     let hash = operator
@@ -325,32 +396,20 @@ async fn try_login(console: &Console, form: LoginForm) -> Result<Response, Store
         .map(|o| o.password_hash.clone())
         .unwrap_or_else(|| decoy_hash().to_owned());
     let password = form.password;
-    let matches = {
-        let _turn = console.hashing.acquire().await;
-        tokio::task::spawn_blocking(move || operators::verify_password(&hash, &password))
-            .await
-            .unwrap_or(false)
-    };
+    let matches = verify(console, hash, password).await;
     let operator = operator.filter(|_| matches);
     let mut tx = store.begin().await?;
     let Some(operator) = operator else {
-        let locked = store_ops::record_failure(&mut tx, &email, now, LOCKOUT).await?;
-        if let Some(until) = locked {
-            audit::append(
-                &mut tx,
-                &NewAudit {
-                    at: now,
-                    actor: &email,
-                    action: "console.lockout",
-                    project_id: None,
-                    targets: &json!({ "email": email }),
-                    result: &format!("locked until {}", view::time(until)),
-                },
-            )
-            .await?;
-        }
+        let locked = failed(
+            &mut tx,
+            console,
+            &email,
+            address,
+            now,
+            ("console.login_failed", "wrong email or password"),
+        )
+        .await?;
         tx.commit().await.map_err(StoreError::from)?;
-        tracing::info!("console: failed login");
         return Ok(match locked {
             Some(until) => locked_out(&email, until),
             None => refused(&email, StatusCode::UNAUTHORIZED, WRONG.into()),
@@ -358,6 +417,7 @@ async fn try_login(console: &Console, form: LoginForm) -> Result<Response, Store
     };
     let token = random_token();
     store_ops::clear_failures(&mut tx, &email).await?;
+    store_ops::clear(&mut tx, FailuresOf::Address, address).await?;
     store_ops::create_session(
         &mut tx,
         &store_ops::NewSession {
@@ -376,7 +436,7 @@ async fn try_login(console: &Console, form: LoginForm) -> Result<Response, Store
             actor: &email,
             action: "console.login",
             project_id: None,
-            targets: &json!({ "email": email }),
+            targets: &json!({ "email": email, "address": address }),
             result: "ok",
         },
     )
@@ -388,6 +448,78 @@ async fn try_login(console: &Console, form: LoginForm) -> Result<Response, Store
         set_cookie(console, &token, SESSION_MICROS / 1_000_000),
     );
     Ok(res)
+}
+
+/// Whether `password` matches `hash` (Argon2id, off the runtime's threads, a few at a
+/// time).
+pub(crate) async fn verify(console: &Console, hash: String, password: String) -> bool {
+    let _turn = console.hashing.acquire().await;
+    tokio::task::spawn_blocking(move || operators::verify_password(&hash, &password))
+        .await
+        .unwrap_or(false)
+}
+
+/// One failed authentication of `email` from `address` (a login, or a password asked
+/// again before a reveal): counted for both, audited as `action`, and logged with both
+/// (PCI DSS 10.2.1.4). Answers the end of the email's lock when this failure locked it.
+pub(crate) async fn failed(
+    tx: &mut issuing_store::Tx,
+    console: &Console,
+    email: &str,
+    address: &str,
+    now: i64,
+    (action, result): (&str, &str),
+) -> Result<Option<i64>, StoreError> {
+    let locked = store_ops::record_failure(tx, email, now, email_rule(console)).await?;
+    let blocked =
+        store_ops::count_failure(tx, FailuresOf::Address, address, now, ADDRESS_RULE).await?;
+    let targets = json!({ "email": email, "address": address });
+    audit::append(
+        tx,
+        &NewAudit {
+            at: now,
+            actor: email,
+            action,
+            project_id: None,
+            targets: &targets,
+            result,
+        },
+    )
+    .await?;
+    if let Some(until) = locked {
+        audit::append(
+            tx,
+            &NewAudit {
+                at: now,
+                actor: email,
+                action: "console.lockout",
+                project_id: None,
+                targets: &targets,
+                result: &format!("locked until {}", view::time(until)),
+            },
+        )
+        .await?;
+    }
+    tracing::warn!(
+        email = %email,
+        address,
+        action,
+        locked = locked.is_some(),
+        address_blocked = blocked.is_some(),
+        "console: failed authentication"
+    );
+    Ok(locked)
+}
+
+fn address_blocked(email: &str, until: i64) -> Response {
+    refused(
+        email,
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "Too many failed sign-ins from your address. Try again after {} UTC.",
+            view::time(until)
+        ),
+    )
 }
 
 fn locked_out(email: &str, until: i64) -> Response {
@@ -436,8 +568,14 @@ pub(crate) async fn purge_loop(console: Console, mut shutdown: watch::Receiver<b
         let now = now_micros();
         let result = async {
             let mut tx = console.app.store.begin().await?;
-            let n =
-                store_ops::purge_expired(&mut tx, now, now - LOCKOUT.window, PURGE_BATCH).await?;
+            let n = store_ops::purge_expired(
+                &mut tx,
+                now,
+                now - idle(&console),
+                now - FAILURE_WINDOW,
+                PURGE_BATCH,
+            )
+            .await?;
             tx.commit().await.map_err(StoreError::from)?;
             Ok::<_, StoreError>(n)
         }

@@ -1,7 +1,7 @@
 //! The domain of the issuing service, free of HTTP and SQL: identifiers, time, project
 //! credentials, deposit addresses (HD-derived) and which chain transfers are deposits,
 //! users, KYC data and cardholder states, country codes, the card catalog, the Lithic
-//! provider's rules, the ledger's posting rules
+//! provider's rules, the ledger's posting rules, reveal sessions' rules
 //! and webhook subscriptions.
 //!
 //! It may use the wire types (`issuing-wire`) and nothing else of ours: no storage and no
@@ -17,6 +17,7 @@ pub mod ids;
 pub mod kyc;
 pub mod ledger;
 pub mod lithic;
+pub mod reveal;
 pub mod time;
 pub mod trc20;
 pub mod tron_hd;

@@ -28,6 +28,7 @@ pub const EVENT_TYPES: &[(&str, PayloadForm)] = &[
     ("card.freeze", PayloadForm::Envelope),
     ("card.unfreeze", PayloadForm::Envelope),
     ("card.close", PayloadForm::Envelope),
+    ("card.details_viewed", PayloadForm::Envelope),
     ("card_transaction", PayloadForm::Typed),
     ("card_otp", PayloadForm::Typed),
     ("card_3ds", PayloadForm::Typed),

@@ -54,6 +54,13 @@ pub async fn start(
         .as_ref()
         .map(tokio::net::TcpListener::local_addr)
         .transpose()?;
+    let mut config = config;
+    if config.public_url.is_none() {
+        config.public_url = Some(listener_url(addr));
+        if config.mode == issuing_app::Mode::Production {
+            tracing::warn!("ISSUING_PUBLIC_URL is not set: reveal pages (cards/reveal/create) point at the listener's own address");
+        }
+    }
     let (shutdown, rx) = watch::channel(false);
     let (hand_back, hand_back_rx) = watch::channel(false);
     let (stop_http, http_rx) = watch::channel(false);
@@ -98,6 +105,21 @@ pub async fn start(
         api: api.clone(),
         drain_timeout: app.config.drain_timeout,
     })
+}
+
+/// `http://` and the listener's address, as a browser on this machine reaches it (an
+/// unspecified address, listening on every interface, is reached at loopback).
+fn listener_url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+        }
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
 }
 
 /// Serves the console on `listener` until `shutdown`, every answer with a request id.

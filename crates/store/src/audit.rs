@@ -71,6 +71,28 @@ pub async fn append(conn: &mut Conn, a: &NewAudit<'_>) -> Result<(), StoreError>
     Ok(())
 }
 
+/// How many rows `actor` appended for `action` with `result` since `since` (the
+/// console's reveals per hour).
+pub async fn count_since(
+    conn: &mut Conn,
+    actor: &str,
+    action: &str,
+    result: &str,
+    since: i64,
+) -> Result<i64, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS n FROM audit_log WHERE actor = $1 AND action = $2 AND at > $3 \
+         AND result = $4",
+    )
+    .bind(actor)
+    .bind(action)
+    .bind(since)
+    .bind(result)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(row.try_get("n")?)
+}
+
 fn entry_from_row(r: &AnyRow) -> Result<AuditEntry, StoreError> {
     let targets: String = r.try_get("targets")?;
     Ok(AuditEntry {

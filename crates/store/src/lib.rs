@@ -37,6 +37,7 @@ pub mod projects;
 pub mod query;
 pub mod replay;
 pub mod retention;
+pub mod reveal_sessions;
 pub mod sandbox;
 pub mod securements;
 pub mod settings;

@@ -140,6 +140,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0020_ledger_rows_without_foreign_keys.sql"),
         postgres: include_str!("../migrations/postgres/0020_ledger_rows_without_foreign_keys.sql"),
     },
+    Migration {
+        version: 22,
+        name: "reveal_sessions",
+        sqlite: include_str!("../migrations/sqlite/0022_reveal_sessions.sql"),
+        postgres: include_str!("../migrations/postgres/0022_reveal_sessions.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

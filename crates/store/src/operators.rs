@@ -160,8 +160,8 @@ pub struct NewSession<'a> {
 
 pub async fn create_session(conn: &mut Conn, s: &NewSession<'_>) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO console_sessions (token_hash, operator_id, csrf_token, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO console_sessions (token_hash, operator_id, csrf_token, created_at, expires_at, \
+         last_seen_at) VALUES ($1, $2, $3, $4, $5, $4)",
     )
     .bind(s.token_hash)
     .bind(s.operator_id)
@@ -174,21 +174,24 @@ pub async fn create_session(conn: &mut Conn, s: &NewSession<'_>) -> Result<(), S
     Ok(())
 }
 
-/// The session with this token hash if it is live at `now` and its operator is active:
-/// a disabled operator's sessions end at their next request.
+/// The session with this token hash if it is live at `now` (not expired, and used
+/// after `idle_since`) and its operator is active: a disabled operator's sessions end
+/// at their next request.
 pub async fn session(
     conn: &mut Conn,
     token_hash: &str,
     now: i64,
+    idle_since: i64,
 ) -> Result<Option<Session>, StoreError> {
     let row = sqlx::query(
         "SELECT o.*, s.token_hash, s.csrf_token, s.flash, s.expires_at AS session_expires_at \
          FROM console_sessions s JOIN console_operators o ON o.id = s.operator_id \
-         WHERE s.token_hash = $1 AND s.expires_at > $2 AND o.status = $3",
+         WHERE s.token_hash = $1 AND s.expires_at > $2 AND o.status = $3 AND s.last_seen_at > $4",
     )
     .bind(token_hash)
     .bind(now)
     .bind(ACTIVE)
+    .bind(idle_since)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(r) = row else {
@@ -201,6 +204,22 @@ pub async fn session(
         flash: r.try_get("flash")?,
         expires_at: r.try_get("session_expires_at")?,
     }))
+}
+
+/// Notes that the session's operator made a request at `now` (the idle timeout counts
+/// from it).
+pub async fn touch_session(conn: &mut Conn, token_hash: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query("UPDATE console_sessions SET last_seen_at = $1 WHERE token_hash = $2")
+        .bind(now)
+        .bind(token_hash)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Ends every session of an operator (a lockout while signed in).
+pub async fn end_sessions(conn: &mut Conn, email: &str) -> Result<(), StoreError> {
+    end_sessions_of(conn, email).await
 }
 
 pub async fn delete_session(conn: &mut Conn, token_hash: &str) -> Result<(), StoreError> {
@@ -225,35 +244,61 @@ pub async fn set_flash(
     Ok(())
 }
 
-/// Deletes up to `batch` expired sessions and login-failure rows whose window and lock
-/// are both over; returns how many rows went.
+/// Deletes up to `batch` sessions that expired or were idle since `idle_before`, and
+/// login-failure rows (per email and per address) whose window and lock are both over;
+/// returns how many rows went.
 pub async fn purge_expired(
     conn: &mut Conn,
     now: i64,
+    idle_before: i64,
     window_start_before: i64,
     batch: i64,
 ) -> Result<u64, StoreError> {
     let sessions = sqlx::query(
         "DELETE FROM console_sessions WHERE token_hash IN \
-         (SELECT token_hash FROM console_sessions WHERE expires_at <= $1 LIMIT $2)",
+         (SELECT token_hash FROM console_sessions WHERE expires_at <= $1 OR last_seen_at <= $2 \
+          LIMIT $3)",
     )
     .bind(now)
+    .bind(idle_before)
     .bind(batch)
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    let failures = sqlx::query(
-        "DELETE FROM console_login_failures WHERE email IN \
-         (SELECT email FROM console_login_failures WHERE window_start <= $1 \
-          AND (locked_until IS NULL OR locked_until <= $2) LIMIT $3)",
-    )
-    .bind(window_start_before)
-    .bind(now)
-    .bind(batch)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+    let mut failures = 0;
+    for by in [FailuresOf::Email, FailuresOf::Address] {
+        let (table, key) = by.table();
+        failures += sqlx::query(&format!(
+            "DELETE FROM {table} WHERE {key} IN \
+             (SELECT {key} FROM {table} WHERE window_start <= $1 \
+              AND (locked_until IS NULL OR locked_until <= $2) LIMIT $3)"
+        ))
+        .bind(window_start_before)
+        .bind(now)
+        .bind(batch)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    }
     Ok(sessions + failures)
+}
+
+/// What failed logins are counted by: the email tried (its lockout), or the address
+/// that tried (so one address cannot lock operators out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailuresOf {
+    Email,
+    Address,
+}
+
+impl FailuresOf {
+    /// The table and its key column (fixed names, never input).
+    fn table(self) -> (&'static str, &'static str) {
+        match self {
+            FailuresOf::Email => ("console_login_failures", "email"),
+            FailuresOf::Address => ("console_address_failures", "address"),
+        }
+    }
 }
 
 /// Until when logins for this email are refused, if they are at `now`.
@@ -262,10 +307,21 @@ pub async fn locked_until(
     email: &str,
     now: i64,
 ) -> Result<Option<i64>, StoreError> {
-    let row = sqlx::query(
-        "SELECT locked_until FROM console_login_failures WHERE email = $1 AND locked_until > $2",
-    )
-    .bind(email)
+    blocked_until(conn, FailuresOf::Email, email, now).await
+}
+
+/// Until when logins by `key` (an email or an address) are refused, if they are at `now`.
+pub async fn blocked_until(
+    conn: &mut Conn,
+    by: FailuresOf,
+    key: &str,
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
+    let (table, column) = by.table();
+    let row = sqlx::query(&format!(
+        "SELECT locked_until FROM {table} WHERE {column} = $1 AND locked_until > $2"
+    ))
+    .bind(key)
     .bind(now)
     .fetch_optional(&mut *conn)
     .await?;
@@ -292,17 +348,30 @@ pub async fn record_failure(
     now: i64,
     rule: Lockout,
 ) -> Result<Option<i64>, StoreError> {
+    count_failure(conn, FailuresOf::Email, email, now, rule).await
+}
+
+/// Counts one failed login by `key` (an email or an address); answers the lock's end
+/// when this failure locked it. Call inside a write transaction.
+pub async fn count_failure(
+    conn: &mut Conn,
+    by: FailuresOf,
+    key: &str,
+    now: i64,
+    rule: Lockout,
+) -> Result<Option<i64>, StoreError> {
+    let (table, column) = by.table();
     // A failure outside the current window starts a new one.
-    let row = sqlx::query(
-        "INSERT INTO console_login_failures (email, failures, window_start) VALUES ($1, 1, $2) \
-         ON CONFLICT (email) DO UPDATE SET \
-           failures = CASE WHEN console_login_failures.window_start <= $3 THEN 1 \
-                      ELSE console_login_failures.failures + 1 END, \
-           window_start = CASE WHEN console_login_failures.window_start <= $3 THEN $2 \
-                          ELSE console_login_failures.window_start END \
-         RETURNING failures",
-    )
-    .bind(email)
+    let row = sqlx::query(&format!(
+        "INSERT INTO {table} ({column}, failures, window_start) VALUES ($1, 1, $2) \
+         ON CONFLICT ({column}) DO UPDATE SET \
+           failures = CASE WHEN {table}.window_start <= $3 THEN 1 \
+                      ELSE {table}.failures + 1 END, \
+           window_start = CASE WHEN {table}.window_start <= $3 THEN $2 \
+                          ELSE {table}.window_start END \
+         RETURNING failures"
+    ))
+    .bind(key)
     .bind(now)
     .bind(now - rule.window)
     .fetch_one(&mut *conn)
@@ -312,22 +381,28 @@ pub async fn record_failure(
         return Ok(None);
     }
     let until = now + rule.lock;
-    sqlx::query(
-        "UPDATE console_login_failures SET locked_until = $1, failures = 0, window_start = $2 \
-         WHERE email = $3",
-    )
+    sqlx::query(&format!(
+        "UPDATE {table} SET locked_until = $1, failures = 0, window_start = $2 WHERE {column} = $3"
+    ))
     .bind(until)
     .bind(now)
-    .bind(email)
+    .bind(key)
     .execute(&mut *conn)
     .await?;
     Ok(Some(until))
 }
 
-/// Forgets the failures of an email after a successful login.
+/// Forgets the failures of an email: after a successful login, or when an admin
+/// unlocks it.
 pub async fn clear_failures(conn: &mut Conn, email: &str) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM console_login_failures WHERE email = $1")
-        .bind(email)
+    clear(conn, FailuresOf::Email, email).await
+}
+
+/// Forgets the failures counted by `key` (an email or an address).
+pub async fn clear(conn: &mut Conn, by: FailuresOf, key: &str) -> Result<(), StoreError> {
+    let (table, column) = by.table();
+    sqlx::query(&format!("DELETE FROM {table} WHERE {column} = $1"))
+        .bind(key)
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -78,7 +78,7 @@ pub async fn serve(
             a = listener.accept() => a,
             _ = shutdown.changed() => break,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
                 // Out of descriptors or a transient network error: back off briefly
@@ -100,6 +100,8 @@ pub async fn serve(
         };
         open.spawn(async move {
             let io = TokioIo::new(io::Guarded::new(stream));
+            // Handlers may ask who is connected (the console's client address).
+            let app = tower::Layer::layer(&axum::Extension(axum::extract::ConnectInfo(peer)), app);
             let service = TowerToHyperService::new(app);
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder

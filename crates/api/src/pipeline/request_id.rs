@@ -28,6 +28,16 @@ fn generate() -> HeaderValue {
     HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("req_unknown"))
 }
 
+/// The path as logs may show it: a reveal page's token is a credential (CONTRACT §16),
+/// so that path is logged as its route.
+fn loggable_path(path: &str) -> &str {
+    if path.starts_with("/reveal/") {
+        "/reveal/{token}"
+    } else {
+        path
+    }
+}
+
 pub async fn request_id_layer(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
@@ -43,7 +53,7 @@ pub async fn request_id_layer(mut req: Request, next: Next) -> Response {
         "request",
         request_id = %id_text,
         method = %req.method(),
-        path = %req.uri().path(),
+        path = %loggable_path(req.uri().path()),
     );
     let start = Instant::now();
     let mut response = next.run(req).instrument(span.clone()).await;
@@ -75,6 +85,8 @@ mod tests {
         assert!(!accepted(
             &HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap_or_else(|_| generate())
         ));
+        assert_eq!(loggable_path("/reveal/abc"), "/reveal/{token}");
+        assert_eq!(loggable_path("/api/v2/cards/get"), "/api/v2/cards/get");
         let g = generate();
         assert!(accepted(&g), "{g:?}");
         assert!(g.to_str().is_ok_and(|s| s.starts_with("req_")));

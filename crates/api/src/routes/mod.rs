@@ -10,6 +10,7 @@ mod lithic;
 pub(crate) mod orders;
 mod project;
 mod ready;
+mod reveal;
 mod rules;
 pub(crate) mod simulate;
 mod simulate_deposit;
@@ -48,6 +49,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/cards/find", post(cards::find))
         .route("/cards/balance", post(cards::balance))
         .route("/cards/details", post(cards::details))
+        .route("/cards/reveal/create", post(reveal::create))
         .route("/cards/freeze", post(cards::freeze))
         .route("/cards/unfreeze", post(cards::unfreeze))
         .route("/cards/topup", post(cards::topup))
@@ -113,6 +115,13 @@ pub fn router(state: ApiState) -> Router {
         )
         // Readiness probe: 503 while the database does not answer.
         .route("/ready", get(ready::ready).with_state(state.clone()))
+        // A reveal session's page (CONTRACT §16): for the cardholder's browser, framed
+        // by the project's page; plain HTML outside the envelope and outside our API's
+        // document.
+        .route(
+            "/reveal/{token}",
+            reveal::page_route().with_state(state.app.clone()),
+        )
         // What Lithic sends us (CONTRACT §14): signed by Lithic, outside the envelope
         // and outside our API's document (Lithic's API defines them).
         .merge(lithic::routes().with_state(state.app.clone()))

@@ -9,6 +9,7 @@ pub mod kyc;
 pub mod master_writer;
 pub mod money;
 pub mod orders;
+pub mod reveal;
 pub mod status;
 pub mod threeds;
 pub mod topup;

@@ -6,11 +6,12 @@ use super::text::Text;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Tables retention deletes from (`issuing_retention_deleted_rows_total{table}`).
-pub const TABLES: [&str; 4] = [
+pub const TABLES: [&str; 5] = [
     "webhook_deliveries",
     "events",
     "replay_guard",
     "idempotency_keys",
+    "reveal_sessions",
 ];
 /// Why subscriptions were deactivated by the server (not by wh/unsubscribe).
 const REASONS: [&str; 2] = ["failing", "gone"];

@@ -2,8 +2,9 @@
 //! - deactivates subscriptions whose every attempt has failed for
 //!   `webhook_disable_after` (their next attempt would do it too; this catches those
 //!   with nothing left to attempt);
-//! - deletes replay-guard rows whose timestamps have left the acceptance window and
-//!   idempotency keys past their 7 days;
+//! - deletes replay-guard rows whose timestamps have left the acceptance window,
+//!   idempotency keys past their 7 days, and reveal sessions a day after they expired
+//!   (until then a used or expired link answers 410, after it 404);
 //! - with a `retention`, deletes final webhook deliveries that completed longer ago, and
 //!   events once none of their deliveries is left.
 //!
@@ -17,7 +18,7 @@
 use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::retention::{self, EventCursor};
-use issuing_store::{idempotency, replay, subscriptions, Backend, StoreError};
+use issuing_store::{idempotency, replay, reveal_sessions, subscriptions, Backend, StoreError};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -27,6 +28,9 @@ const PASS_BUDGET: Duration = Duration::from_secs(5);
 const BREATHE: Duration = Duration::from_millis(5);
 /// Between passes while a backlog is left.
 const BACKLOG_PAUSE: Duration = Duration::from_secs(1);
+/// How long an expired reveal session is kept: a link opened late still learns it was
+/// used or expired (410) rather than unknown (404).
+const REVEAL_SESSIONS_KEPT: i64 = 24 * 3600 * 1_000_000;
 /// Subscriptions deactivated per pass, each in its own transaction.
 const DEACTIVATE_BATCH: i64 = 100;
 
@@ -71,6 +75,7 @@ enum Backlog {
 enum Step {
     Replay,
     Idempotency,
+    RevealSessions,
     Deliveries,
     UndeliveredEvents,
 }
@@ -82,7 +87,7 @@ async fn pass(
 ) -> Result<Backlog, StoreError> {
     let deadline = Instant::now() + PASS_BUDGET;
     deactivate_failing(state).await?;
-    let mut steps = vec![Step::Replay, Step::Idempotency];
+    let mut steps = vec![Step::Replay, Step::Idempotency, Step::RevealSessions];
     if !state.config.retention.is_zero() {
         steps.extend([Step::Deliveries, Step::UndeliveredEvents]);
     }
@@ -121,6 +126,11 @@ async fn batch(state: &App, step: Step, cursor: &mut EventCursor) -> Result<bool
         Step::Idempotency => {
             let d = idempotency::purge_expired(&mut tx, now, n).await?;
             (vec![("idempotency_keys", d)], d as i64 >= n, None)
+        }
+        Step::RevealSessions => {
+            let before = now.saturating_sub(REVEAL_SESSIONS_KEPT);
+            let d = reveal_sessions::purge_expired(&mut tx, before, n).await?;
+            (vec![("reveal_sessions", d)], d as i64 >= n, None)
         }
         Step::Deliveries => {
             let (d, e) = retention::purge_final_deliveries(&mut tx, cutoff, n).await?;

@@ -59,10 +59,31 @@ class Receiver:
         self.server.shutdown()
 
 
+def postgres_beside(url, suffix):
+    """A new database `<name>_<suffix>` on the server of `url` (through psql), its URL
+    and how to drop it: each sandbox's first run needs an empty database."""
+    base, _, query = url.partition("?")
+    server, name = base.rsplit("/", 1)
+    fresh = f"{name}_{suffix}"
+    admin = f"{server}/postgres" + (f"?{query}" if query else "")
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {fresh}"], check=True)
+
+    def drop():
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {fresh} WITH (FORCE)"], check=False)
+
+    return f"{server}/{fresh}" + (f"?{query}" if query else ""), drop
+
+
 class Sandbox:
-    def __init__(self, binary=None, database_url=None):
+    def __init__(self, binary=None, database_url=None, own_database=None):
+        """`own_database`: on PostgreSQL, run on a new database named after it beside
+        ISSUING_BROWSER_DATABASE_URL's (dropped at `close`), so several test classes
+        each get a first run."""
         binary = binary or os.environ.get("ISSUING_BIN") or str(REPO / "target" / "release" / "issuing")
         database_url = database_url or os.environ.get("ISSUING_BROWSER_DATABASE_URL")
+        self.drop_database = None
+        if database_url and own_database:
+            database_url, self.drop_database = postgres_beside(database_url, own_database)
         self.dir = tempfile.mkdtemp(prefix="issuing-console-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ISSUING_")}
         env.update({
@@ -96,7 +117,9 @@ class Sandbox:
         self.email = banner["console_email"]
         self.password = banner["console_password"]
         self.project_id = banner["project_id"]
-        self.client = Client(self.base, banner["api_key"], banner["api_secret"])
+        self.api_key = banner["api_key"]
+        self.api_secret = banner["api_secret"]
+        self.client = Client(self.base, self.api_key, self.api_secret)
         self.receiver = Receiver()
 
     def card(self, user, topup=None):
@@ -145,6 +168,8 @@ class Sandbox:
             self.proc.kill()
         self.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.drop_database:
+            self.drop_database()
 
 
 def chrome(user_data_dir, width=1400, height=1000):

@@ -64,10 +64,29 @@ impl Console {
 
     /// Posts the login form; keeps the session cookie it sets.
     pub async fn try_login(&mut self, email: &str, password: &str) -> Page {
+        self.try_login_from(email, password, None).await
+    }
+
+    /// Posts the login form as a client at `address` (through a trusted proxy, which
+    /// names it in `X-Forwarded-For`); keeps the session cookie it sets.
+    pub async fn try_login_from(
+        &mut self,
+        email: &str,
+        password: &str,
+        address: Option<&str>,
+    ) -> Page {
+        let mut headers = vec![
+            ("origin", self.base.as_str()),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        if let Some(a) = address {
+            headers.push(("x-forwarded-for", a));
+        }
         let p = self
-            .post(
+            .post_with(
                 "/console/login",
                 &[("email", email), ("password", password)],
+                &headers,
             )
             .await;
         if let Some(set) = p.headers.get("set-cookie").and_then(|v| v.to_str().ok()) {
@@ -97,6 +116,15 @@ impl Console {
             headers: res.headers().clone(),
             body: res.text().await.unwrap(),
         }
+    }
+
+    /// A GET with extra headers (an htmx poll sends `HX-Request`).
+    pub async fn send_with(&self, path: &str, headers: &[(&str, &str)]) -> Page {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req).await
     }
 
     pub async fn get(&self, path: &str) -> Page {

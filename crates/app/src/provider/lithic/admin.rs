@@ -14,14 +14,17 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// The events our subscription asks for (CONTRACT §14).
-pub const EVENT_TYPES: [&str; 3] = [
+/// The events our subscription asks for (CONTRACT §14), and `embed.viewed`: a
+/// cardholder saw a card's details in Lithic's embed (CONTRACT §16), recorded in the
+/// audit log.
+pub const EVENT_TYPES: [&str; 4] = [
     "card_transaction.updated",
     "account_holder.verification",
     "account_holder.created",
+    "embed.viewed",
 ];
 /// Names our subscription in Lithic's dashboard, and finds it again on a re-enrolment.
-const SUBSCRIPTION_DESCRIPTION: &str = "issuing: card transactions and account holders";
+const SUBSCRIPTION_DESCRIPTION: &str = "issuing: card transactions, account holders, embeds";
 
 fn lithic_settings<'a>(catalog: &'a Catalog, code: &str) -> anyhow::Result<&'a LithicSettings> {
     match catalog.subprovider(code).map(|s| &s.kind) {

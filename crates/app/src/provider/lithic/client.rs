@@ -107,6 +107,17 @@ impl Client {
         })
     }
 
+    /// Lithic's page of an embed session (`GET /v1/embed`) for one detail (`PAN`,
+    /// `CVV`, `EXP_MONTH`, `EXP_YEAR`): loaded by the cardholder's browser, without our
+    /// API key.
+    pub fn embed_url(&self, session: &str, kind: &str) -> String {
+        let query: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("session", session)
+            .append_pair("type", kind)
+            .finish();
+        format!("{}/v1/embed?{query}", self.base)
+    }
+
     pub async fn get(&self, op: &'static str, path: &str) -> Result<Value, CallError> {
         self.call(op, Method::GET, path, None, None, Retry::Transient)
             .await

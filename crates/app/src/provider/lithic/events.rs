@@ -46,6 +46,7 @@ pub async fn events(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -
         "account_holder.created" | "account_holder.verification" => {
             lithic.on_holder_event(state, event_type, &value).await
         }
+        "embed.viewed" => on_embed_viewed(state, &lithic, signed.id, &value).await,
         _ => Ok(()),
     };
     match outcome {
@@ -56,6 +57,70 @@ pub async fn events(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -
             Reply::error(500, "not applied; deliver again")
         }
     }
+}
+
+/// `embed.viewed`: a cardholder saw one of a card's details in Lithic's embed
+/// (CONTRACT §16). Recorded in the audit log once per delivery (keyed by its
+/// `webhook-id`); a card we do not know is acknowledged and ignored.
+async fn on_embed_viewed(
+    state: &App,
+    lithic: &Arc<LithicProvider>,
+    webhook_id: Option<&str>,
+    v: &Value,
+) -> Result<(), ApiError> {
+    let code = lithic.code();
+    let field = |name: &str| v.get(name).and_then(Value::as_str).unwrap_or_default();
+    let card_token = field("card_token");
+    let Some(webhook_id) = webhook_id.filter(|id| !id.is_empty() && id.len() <= 128) else {
+        return Err(ApiError::validation("the delivery has no webhook-id"));
+    };
+    let key = format!("embed.viewed:{webhook_id}");
+    let now = now_micros();
+    let mut tx = state.store.begin().await?;
+    if records::event_outcome(&mut tx, code, &key).await?.is_some() {
+        return Ok(());
+    }
+    let card = cards::by_provider_card(&mut tx, code, card_token).await?;
+    let outcome = match &card {
+        Some(card) => {
+            issuing_store::audit::append(
+                &mut tx,
+                &issuing_store::audit::NewAudit {
+                    at: now,
+                    actor: "lithic",
+                    action: issuing_domain::reveal::VIEWED_EVENT,
+                    project_id: Some(&card.project_id),
+                    targets: &json!({
+                        "card_id": card.id,
+                        "embed_type": field("embed_type"),
+                        "session_id": field("session_id"),
+                        "ip_address": v.pointer("/device_details/ip_address").and_then(Value::as_str),
+                    }),
+                    result: "viewed in Lithic's embed",
+                },
+            )
+            .await?;
+            "applied"
+        }
+        None => {
+            tracing::warn!(subprovider = %code, "embed.viewed of a card we do not know; ignored");
+            "ignored"
+        }
+    };
+    records::record_event(
+        &mut tx,
+        &SeenEvent {
+            subprovider_code: code,
+            token: &key,
+            event_type: "embed.viewed",
+            transaction_token: "",
+            outcome,
+            now,
+        },
+    )
+    .await?;
+    tx.commit().await.map_err(issuing_store::StoreError::from)?;
+    Ok(())
 }
 
 /// One event of a transaction, as we use it.

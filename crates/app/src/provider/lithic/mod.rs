@@ -147,6 +147,48 @@ impl LithicProvider {
         Ok(secrets)
     }
 
+    /// A card-details embed session (CONTRACT §16): `POST /v1/cards/{token}/embed` for
+    /// `target_origin`, ending at `expiration` (Unix seconds, at most 10 minutes away),
+    /// and Lithic's own pages of it (`GET /v1/embed`, one per detail). The session is a
+    /// credential for the cardholder's browser: it is neither stored nor logged.
+    pub async fn embed_session(
+        &self,
+        card_token: &str,
+        target_origin: &str,
+        expiration: i64,
+    ) -> Result<issuing_wire::api::RevealUrls, ProviderError> {
+        let answer = self
+            .client
+            .call(
+                "create_embed_session",
+                Method::POST,
+                &format!("/v1/cards/{}/embed", path_segment(card_token)),
+                Some(&json!({
+                    "type": "CARD_EMBED",
+                    "target_origin": target_origin,
+                    "expiration": expiration,
+                })),
+                None,
+                // A repeat makes another session; the first is never handed out.
+                Retry::Transient,
+            )
+            .await?;
+        let session = answer
+            .get("session")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                ProviderError::Transient("Lithic's embed answer has no session".into())
+            })?;
+        let page = |kind: &str| self.client.embed_url(session, kind);
+        Ok(issuing_wire::api::RevealUrls {
+            pan: page("PAN"),
+            cvv: page("CVV"),
+            exp_month: page("EXP_MONTH"),
+            exp_year: page("EXP_YEAR"),
+        })
+    }
+
     async fn set_state(&self, card_token: &str, state: &str) -> Result<Value, CallError> {
         let op = match state {
             "PAUSED" => "pause_card",

@@ -1,6 +1,8 @@
 //! A fake Lithic on port 0, faithful to Lithic's published API document: it answers
-//! the REST calls our server makes (account holders, cards, responder endpoints, event
-//! subscriptions), plays the card network (ASA requests, then `card_transaction.updated`
+//! the REST calls our server makes (account holders, cards, card embed sessions,
+//! responder endpoints, event subscriptions), serves the embed pages a cardholder's
+//! browser loads (`GET /v1/embed`, single use per detail, then `embed.viewed`), plays
+//! the card network (ASA requests, then `card_transaction.updated`
 //! deliveries with every event so far), signs what it sends exactly as Lithic does
 //! (Standard Webhooks), and checks every request it receives, every answer it gives,
 //! every webhook it sends and every answer our server gives against the document.
@@ -70,8 +72,21 @@ struct Tx {
     events: Vec<Value>,
 }
 
+/// A card embed session (`POST /v1/cards/{card_token}/embed`).
+struct Embed {
+    card_token: String,
+    target_origin: String,
+    /// Unix seconds.
+    expiration: i64,
+    /// The details already shown (each once).
+    used: Vec<String>,
+    /// What `embed.*` events name the session by.
+    session_id: String,
+}
+
 #[derive(Default)]
 struct Books {
+    embeds: BTreeMap<String, Embed>,
     holders: BTreeMap<String, Value>,
     cards: BTreeMap<String, Value>,
     /// Idempotency-Key → (request body, status, answer).
@@ -236,6 +251,24 @@ impl FakeLithic {
 
     pub fn cards(&self) -> Vec<Value> {
         self.books().cards.values().cloned().collect()
+    }
+
+    /// The embed sessions made so far: (card token, target origin, expiration).
+    pub fn embeds(&self) -> Vec<(String, String, i64)> {
+        self.books()
+            .embeds
+            .values()
+            .map(|e| (e.card_token.clone(), e.target_origin.clone(), e.expiration))
+            .collect()
+    }
+
+    /// The event types of every subscription, together.
+    pub fn subscription_event_types(&self) -> Vec<String> {
+        self.books()
+            .subs
+            .iter()
+            .flat_map(|s| s.event_types.clone())
+            .collect()
     }
 
     pub fn asa_url(&self) -> Option<String> {
@@ -723,6 +756,35 @@ impl FakeLithic {
                 let c = card.clone();
                 (200, self.visible(c))
             }
+            ("POST", "/v1/cards/{card_token}/embed") => {
+                let token = path.split('/').nth(3).unwrap_or_default().to_owned();
+                if !b.cards.contains_key(&token) {
+                    return (404, error("Card not found"));
+                }
+                if body["type"] != "CARD_EMBED" {
+                    return (400, error("the fake serves CARD_EMBED sessions only"));
+                }
+                let now = super::now_micros() / 1_000_000;
+                let expiration = body["expiration"].as_i64().unwrap_or(now + 600);
+                if expiration <= now || expiration > now + 600 {
+                    return (
+                        400,
+                        error("expiration must be in the future and at most 10 minutes away"),
+                    );
+                }
+                let session = format!("eyJ{}", uuid().replace('-', ""));
+                b.embeds.insert(
+                    session.clone(),
+                    Embed {
+                        card_token: token,
+                        target_origin: body["target_origin"].as_str().unwrap_or_default().into(),
+                        expiration,
+                        used: Vec::new(),
+                        session_id: uuid(),
+                    },
+                );
+                (200, json!({ "session": session }))
+            }
             ("POST", "/v1/responder_endpoints") => {
                 b.asa_url = body["url"].as_str().map(str::to_owned);
                 (200, json!({"enrolled": true}))
@@ -789,6 +851,90 @@ impl FakeLithic {
         }
     }
 
+    /// `GET /v1/embed`, as the cardholder's browser loads it (no API key: the session is
+    /// the credential): the detail's page, once per detail, framed only by the
+    /// session's origin; then `embed.viewed` to the subscriptions. 401 for a session
+    /// that is unknown, expired or used for this detail.
+    fn embed_page(&self, query: &[(String, String)], headers: &HeaderMap) -> Response {
+        let spec = Spec::get();
+        for p in spec.check_request("GET", "/v1/embed", query, headers, None) {
+            self.violation(p);
+        }
+        let q = |name: &str| {
+            query
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let (session, kind) = (q("session"), q("type"));
+        let now = super::now_micros() / 1_000_000;
+        let shown = {
+            let mut b = self.books();
+            let found = match b.embeds.get_mut(&session) {
+                Some(e)
+                    if e.expiration > now
+                        && ["PAN", "CVV", "EXP_MONTH", "EXP_YEAR"].contains(&kind.as_str())
+                        && !e.used.contains(&kind) =>
+                {
+                    e.used.push(kind.clone());
+                    Some((
+                        e.card_token.clone(),
+                        e.target_origin.clone(),
+                        e.session_id.clone(),
+                    ))
+                }
+                _ => None,
+            };
+            found.map(|(card_token, origin, session_id)| {
+                let card = b.cards.get(&card_token).cloned().unwrap_or(Value::Null);
+                (card, origin, session_id)
+            })
+        };
+        let status = if shown.is_some() { 200 } else { 401 };
+        b_log(&self.inner, "GET", "/v1/embed", status);
+        let Some((card, origin, session_id)) = shown else {
+            let body = error("The embed session is missing, invalid, expired, or already used");
+            for p in spec.check_response("GET", "/v1/embed", 401, Some(&body)) {
+                self.violation(format!("the fake's own {p}"));
+            }
+            return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+        };
+        let value = match kind.as_str() {
+            "PAN" => card["pan"].clone(),
+            "CVV" => card["cvv"].clone(),
+            "EXP_MONTH" => card["exp_month"].clone(),
+            _ => card["exp_year"].clone(),
+        };
+        let html = format!(
+            "<!doctype html><html><body><div id=\"app\">{}</div></body></html>",
+            value.as_str().unwrap_or_default()
+        );
+        let event = json!({
+            "event_type": "embed.viewed",
+            "session_id": session_id,
+            "card_token": card["token"],
+            "account_token": card["account_token"],
+            "embed_type": kind,
+            "device_details": {"ip_address": "127.0.0.1"},
+        });
+        let sender = FakeLithic {
+            base: String::new(),
+            api_key: self.api_key.clone(),
+            inner: self.inner.clone(),
+        };
+        tokio::spawn(async move {
+            sender.send_event("embed.viewed", &event, Sign::Good).await;
+        });
+        let mut resp = (StatusCode::OK, html).into_response();
+        let h = resp.headers_mut();
+        h.insert("content-type", "text/html; charset=utf-8".parse().unwrap());
+        if let Ok(v) = format!("frame-ancestors {origin}").parse() {
+            h.insert("content-security-policy", v);
+        }
+        resp
+    }
+
     /// A card as this program may see it: no number without PAN access.
     fn visible(&self, mut card: Value) -> Value {
         if !self.inner.pan_access.load(Ordering::SeqCst) {
@@ -799,6 +945,16 @@ impl FakeLithic {
         }
         card
     }
+}
+
+/// Notes a request received, with the status it was answered.
+fn b_log(inner: &Inner, method: &str, template: &str, status: u16) {
+    inner
+        .books
+        .lock()
+        .unwrap()
+        .log
+        .push((method.to_owned(), template.to_owned(), status));
 }
 
 fn sub_json(s: &Sub) -> Value {
@@ -858,14 +1014,11 @@ async fn handle(
         }
         resp
     };
-    let record = |status: u16| {
-        inner
-            .books
-            .lock()
-            .unwrap()
-            .log
-            .push((method.clone(), template.clone(), status));
-    };
+    let record = |status: u16| b_log(&inner, &method, &template, status);
+    // The embed page is for the cardholder's browser: no API key (`security: []`).
+    if method == "GET" && path == "/v1/embed" {
+        return fake.embed_page(&query, &headers);
+    }
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(inner.api_key.as_str()) {
         fake.violation(format!("{method} {path}: no valid Authorization header"));
         record(401);
