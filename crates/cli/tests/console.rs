@@ -1463,6 +1463,14 @@ both_backends_with!(
         assert_eq!(last_seen().await, before, "a poll is not activity");
         assert_eq!(ann.get("/console/").await.status, 200);
         assert!(last_seen().await > before, "a page view is");
+        // ...noted at most every 9 s (a hundredth of the 15 minutes), not written per view.
+        let touched = last_seen().await;
+        assert_eq!(ann.get("/console/cards").await.status, 200);
+        assert_eq!(
+            last_seen().await,
+            touched,
+            "a view within 9 s of the last is not written"
+        );
         sqlx::query("UPDATE console_sessions SET last_seen_at = $1")
             .bind(common::now_micros() - 15 * 60 * 1_000_000 - 1)
             .execute(t.store.pool())

@@ -148,6 +148,8 @@ pub struct Session {
     pub csrf_token: String,
     pub flash: Option<String>,
     pub expires_at: i64,
+    /// When its operator's last request was noted (`touch_session`).
+    pub last_seen_at: i64,
 }
 
 pub struct NewSession<'a> {
@@ -184,8 +186,8 @@ pub async fn session(
     idle_since: i64,
 ) -> Result<Option<Session>, StoreError> {
     let row = sqlx::query(
-        "SELECT o.*, s.token_hash, s.csrf_token, s.flash, s.expires_at AS session_expires_at \
-         FROM console_sessions s JOIN console_operators o ON o.id = s.operator_id \
+        "SELECT o.*, s.token_hash, s.csrf_token, s.flash, s.expires_at AS session_expires_at, \
+         s.last_seen_at FROM console_sessions s JOIN console_operators o ON o.id = s.operator_id \
          WHERE s.token_hash = $1 AND s.expires_at > $2 AND o.status = $3 AND s.last_seen_at > $4",
     )
     .bind(token_hash)
@@ -203,6 +205,7 @@ pub async fn session(
         csrf_token: r.try_get("csrf_token")?,
         flash: r.try_get("flash")?,
         expires_at: r.try_get("session_expires_at")?,
+        last_seen_at: r.try_get("last_seen_at")?,
     }))
 }
 
