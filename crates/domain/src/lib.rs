@@ -1,8 +1,8 @@
 //! The domain of the issuing service, free of HTTP and SQL: identifiers, time, project
 //! credentials, deposit addresses (HD-derived) and which chain transfers are deposits,
 //! users, KYC data and cardholder states, country codes, the card catalog, the Lithic
-//! provider's rules, the ledger's posting rules, reveal sessions' rules
-//! and webhook subscriptions.
+//! provider's rules, the ledger's posting rules, reveal sessions' rules, a dispute's
+//! states and moves, and webhook subscriptions.
 //!
 //! It may use the wire types (`issuing-wire`) and nothing else of ours: no storage and no
 //! HTTP, so its rules are tested without a database or a server.
@@ -13,6 +13,7 @@ pub mod chain_deposit;
 pub mod controls;
 pub mod country;
 pub mod credentials;
+pub mod dispute;
 pub mod ids;
 pub mod kyc;
 pub mod ledger;

@@ -31,6 +31,19 @@ pub fn derived_uuid(purpose: &str, id: &str) -> String {
     )
 }
 
+/// Whether `s` is a Lithic token: Lithic's document types every token (a transaction's,
+/// a card's, an event's, an account holder's) as `format: uuid`, the hyphenated form of
+/// 36 characters. Anything else is not from Lithic: it is refused where a message is
+/// read, before it can become a network message id or a stored key.
+pub fn is_token(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
 /// The `external_id` of our cardholder's Lithic account holder.
 pub fn account_holder_external_id(cardholder_id: &str) -> String {
     derived_uuid("lithic-account-holder", cardholder_id)
@@ -41,9 +54,13 @@ pub fn card_idempotency_key(card_id: &str) -> String {
     derived_uuid("lithic-card", card_id)
 }
 
-/// Lithic cents as our micro-units; None when it would overflow.
+/// Lithic cents as our micro-units; None beyond the bound of every amount of ours
+/// (`Amount::checked_from_micros`: 10^12 USD, 10^14 cents), which also keeps the
+/// multiplication from overflowing.
 pub fn cents_to_amount(cents: i64) -> Option<Amount> {
-    cents.checked_mul(MICROS_PER_CENT).map(Amount::from_micros)
+    cents
+        .checked_mul(MICROS_PER_CENT)
+        .and_then(|m| Amount::checked_from_micros(m).ok())
 }
 
 /// Micro-units as whole cents, rounded down: a balance told to a merchant is never more
@@ -217,9 +234,39 @@ mod tests {
     }
 
     #[test]
+    fn tokens_are_uuids() {
+        assert!(is_token("4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7d"));
+        assert!(is_token("4F9B0C3E-8A2F-4E7B-9C1D-2F3E4A5B6C7D"));
+        assert!(is_token(&derived_uuid("x", "y")));
+        for bad in [
+            "",
+            "c",
+            "4f9b0c3e8a2f4e7b9c1d2f3e4a5b6c7d",
+            "4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7",
+            "4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7dd",
+            "4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7\0",
+            "4f9b0c3e-8a2f\u{7f}4e7b-9c1d-2f3e4a5b6c7d",
+            "g f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7",
+            "4f9b0c3e_8a2f-4e7b-9c1d-2f3e4a5b6c7d",
+        ] {
+            assert!(!is_token(bad), "{bad:?}");
+        }
+        assert!(!is_token(&"a".repeat(245)));
+    }
+
+    #[test]
     fn amounts() {
         assert_eq!(cents_to_amount(1250).unwrap().micros(), 12_500_000);
         assert_eq!(cents_to_amount(i64::MAX), None);
+        // Fuzzed: 922337203685478 cents overflow an i64 of micro-units; far less is
+        // already beyond any amount of ours.
+        assert_eq!(cents_to_amount(922_337_203_685_478), None);
+        assert_eq!(cents_to_amount(100_000_000_000_001), None);
+        assert_eq!(cents_to_amount(-100_000_000_000_001), None);
+        assert_eq!(
+            cents_to_amount(100_000_000_000_000).unwrap().micros(),
+            1_000_000_000_000_000_000
+        );
         assert_eq!(amount_to_cents_floor(Amount::from_micros(12_509_999)), 1250);
         assert_eq!(amount_to_cents_floor(Amount::from_micros(0)), 0);
     }

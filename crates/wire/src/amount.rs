@@ -37,6 +37,16 @@ impl Amount {
         self.0
     }
 
+    /// Micro-units counted by someone else (a provider's cents), held to the bound of
+    /// every parsed amount: at most 10^12 USDT either way, so sums cannot overflow.
+    pub fn checked_from_micros(micros: i64) -> Result<Amount, AmountError> {
+        if micros.checked_abs().is_some_and(|m| m <= MAX_MICROS) {
+            Ok(Amount(micros))
+        } else {
+            Err(AmountError::TooLarge)
+        }
+    }
+
     /// Parses a positive request amount: a decimal string (`"12.50"`) or a JSON number
     /// written the same way (`12.5`). Both must have the plain form `0|[1-9][0-9]*`
     /// with an optional `.` and 1 to 6 digits; exponents, signs, spaces, a leading or
@@ -282,6 +292,20 @@ mod tests {
         ] {
             let a = Amount(m);
             assert_eq!(Amount::parse_decimal(&a.to_string()), Ok(a));
+        }
+    }
+
+    #[test]
+    fn counted_micros_keep_the_bound() {
+        for m in [0, 1, -1, MAX_MICROS, -MAX_MICROS] {
+            assert_eq!(Amount::checked_from_micros(m), Ok(Amount(m)));
+        }
+        for m in [MAX_MICROS + 1, -MAX_MICROS - 1, i64::MAX, i64::MIN] {
+            assert_eq!(
+                Amount::checked_from_micros(m),
+                Err(AmountError::TooLarge),
+                "{m}"
+            );
         }
     }
 }

@@ -72,7 +72,8 @@ impl ProviderMetrics {
         e.count += 1;
     }
 
-    /// One transaction event handled: `applied`, `ignored`, `duplicate` or `failed`.
+    /// One transaction event handled: `applied`, `ignored`, `duplicate`, `failed` or
+    /// `malformed` (a whole delivery).
     pub fn event(&self, subprovider: &str, event_type: &'static str, outcome: &'static str) {
         bump(&self.events, (subprovider.to_owned(), event_type, outcome));
     }
@@ -93,13 +94,13 @@ impl ProviderMetrics {
             ),
             (
                 "issuing_provider_asa_answers_total",
-                "Authorization Stream Access requests answered, by subprovider, request status (authorization, financial_authorization, balance_inquiry, credit) and result (APPROVED or the declining result).",
+                "Authorization Stream Access requests answered, by subprovider, request status (authorization, financial_authorization, balance_inquiry, credit, malformed: a request we could not read, declined) and result (APPROVED or the declining result).",
                 &self.asa_answers,
                 ["subprovider", "status", "result"],
             ),
             (
                 "issuing_provider_events_total",
-                "Provider transaction events handled, by subprovider, event type and outcome: applied, ignored, duplicate (seen before), failed (answered 500 so that the provider sends it again).",
+                "Provider transaction events handled, by subprovider, event type and outcome: applied, ignored, duplicate (seen before), failed (answered 500 so that the provider sends it again), malformed (a delivery we could not read, acknowledged and not applied; type OTHER).",
                 &self.events,
                 ["subprovider", "type", "outcome"],
             ),

@@ -6,10 +6,13 @@
 //! `simulate/cards/auth`, keyed by the request's `token` (`lithic:asa:<token>`): a
 //! repeated request (Lithic retries once after a 5xx) gets the same answer and holds
 //! once. `BALANCE_INQUIRY` answers the card's balance and changes nothing. Credit
-//! authorizations are approved: money coming to the card is posted by its event.
+//! authorizations are approved: money coming to the card is posted by its event. A
+//! request we cannot read (`inbound`: a bad token, amount, status, currency or text) is
+//! declined with a 200 and changes nothing; only our own failures answer 5xx.
 
+use super::inbound::{self, nested, BadMessage, Token};
 use super::{verified, LithicProvider, Reply, Signed, Which};
-use crate::network::{self, Merchant, Message, Purchase};
+use crate::network::{self, Message, Purchase};
 use crate::App;
 use issuing_domain::lithic::{
     amount_to_cents_floor, asa_result, cents_to_amount, ASA_APPROVED, ASA_CARD_PAUSED,
@@ -17,81 +20,64 @@ use issuing_domain::lithic::{
 };
 use issuing_store::cards::{self, CardRecord};
 use issuing_store::ledger;
-use issuing_wire::ApiError;
+use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The network message id of an ASA request: its transaction token.
-pub(super) fn message_id(token: &str) -> String {
+pub(super) fn message_id(token: &Token) -> String {
     format!("lithic:asa:{token}")
 }
 
-/// The fields of an ASA request we use.
+/// An ASA request's `status` (Lithic's `asa_request_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AsaStatus {
+    Authorization,
+    FinancialAuthorization,
+    CreditAuthorization,
+    FinancialCreditAuthorization,
+    BalanceInquiry,
+}
+
+impl AsaStatus {
+    fn parse(s: &str) -> Option<AsaStatus> {
+        Some(match s {
+            "AUTHORIZATION" => AsaStatus::Authorization,
+            "FINANCIAL_AUTHORIZATION" => AsaStatus::FinancialAuthorization,
+            "CREDIT_AUTHORIZATION" => AsaStatus::CreditAuthorization,
+            "FINANCIAL_CREDIT_AUTHORIZATION" => AsaStatus::FinancialCreditAuthorization,
+            "BALANCE_INQUIRY" => AsaStatus::BalanceInquiry,
+            _ => return None,
+        })
+    }
+}
+
+/// The fields of an ASA request we use, each parsed (`inbound`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct AsaRequest {
-    token: String,
-    status: String,
-    card_token: String,
-    /// `amounts.cardholder.amount`: cents of the card's currency.
+    token: Token,
+    status: AsaStatus,
+    card_token: Token,
+    /// `amounts.cardholder.amount`: cents of the card's currency, within our bound.
     amount_cents: i64,
     purchase: Purchase,
 }
 
-/// Lithic's merchant (descriptor, MCC, alpha-3 country) as ours (alpha-2 for rules).
-pub(super) fn merchant_of(m: Option<&Value>) -> Merchant {
-    let text = |f: &str| {
-        m.and_then(|m| m.get(f))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .trim()
-            .to_owned()
-    };
-    let country = text("country");
-    Merchant {
-        name: text("descriptor"),
-        mcc: text("mcc"),
-        // An unknown code is kept as sent rather than lost.
-        country: issuing_domain::country::alpha2_of(&country)
-            .map(str::to_owned)
-            .unwrap_or(country),
-    }
-}
-
-/// The merchant side of a purchase from an `amounts.merchant` object (minor units).
-pub(super) fn purchase_of(merchant: Option<&Value>, amounts_merchant: Option<&Value>) -> Purchase {
-    let currency = amounts_merchant
-        .and_then(|a| a.get("currency"))
-        .and_then(Value::as_str)
-        .filter(|c| c.len() == 3)
-        .unwrap_or("USD")
-        .to_ascii_uppercase();
-    let minor = amounts_merchant
-        .and_then(|a| a.get("amount"))
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    Purchase {
-        merchant: merchant_of(merchant),
-        merchant_currency: currency,
-        merchant_amount: cents_to_amount(minor.abs()).unwrap_or_default(),
-    }
-}
-
 impl AsaRequest {
-    fn parse(v: &Value) -> Option<AsaRequest> {
-        let text = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_owned);
-        let amounts = v.get("amounts");
-        let amount_cents = amounts
-            .and_then(|a| a.get("cardholder"))
-            .and_then(|c| c.get("amount"))
-            .or_else(|| v.get("amount"))
-            .and_then(Value::as_i64)?;
-        Some(AsaRequest {
-            token: text(v, "token")?,
-            status: text(v, "status")?,
-            card_token: text(v.get("card")?, "token")?,
-            amount_cents,
-            purchase: purchase_of(v.get("merchant"), amounts.and_then(|a| a.get("merchant"))),
+    fn parse(v: &Value) -> Result<AsaRequest, BadMessage> {
+        let token = Token::at(v, "token")?;
+        // A status Lithic does not document is not approved as a credit would be.
+        let status = AsaStatus::parse(inbound::required_text(v, "status")?)
+            .ok_or_else(|| BadMessage::new("status", "is not an ASA request status"))?;
+        let card =
+            inbound::object(v, "card")?.ok_or_else(|| BadMessage::new("card", "is required"))?;
+        Ok(AsaRequest {
+            token,
+            status,
+            card_token: Token::at(card, "token").map_err(|e| nested("card", e))?,
+            amount_cents: inbound::cardholder_cents(v)?,
+            purchase: inbound::purchase(v, v)?,
         })
     }
 }
@@ -99,19 +85,25 @@ impl AsaRequest {
 /// `POST /provider/lithic/{subprovider_code}/asa`: the answer to one signed request.
 pub async fn asa(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> Reply {
     let started = Instant::now();
-    let (lithic, value) = match verified(state, code, signed, body, Which::Asa).await {
+    let lithic = match verified(state, code, signed, body, Which::Asa).await {
         Ok(v) => v,
         Err(refused) => return refused,
     };
-    let Some(req) = AsaRequest::parse(&value) else {
-        return Reply::error(
-            400,
-            "not an ASA request: token, status, card.token and amounts are required",
-        );
+    let parsed = match inbound::body(body) {
+        Ok(v) => AsaRequest::parse(&v).map_err(|e| (e, Token::at(&v, "token").ok())),
+        Err(e) => Err((e, None)),
+    };
+    let req = match parsed {
+        Ok(req) => req,
+        Err((e, token)) => return refuse(state, code, &e.to_string(), token.as_ref(), started),
     };
     let deadline = started + lithic.asa_budget;
     let (kind, answer) = match answer(state, &lithic, &req, deadline).await {
         Ok(a) => a,
+        // Refused for what the request holds: the same request would be refused again.
+        Err(e) if e.slug == ErrorSlug::ValidationError => {
+            return refuse(state, code, &e.message, Some(&req.token), started)
+        }
         Err(e) => {
             // Lithic retries once after a 5xx, then decides without us.
             tracing::error!(subprovider = %code, slug = %e.slug, error = %e.message, "ASA request failed");
@@ -126,6 +118,25 @@ pub async fn asa(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> R
         .metrics
         .provider
         .asa(code, kind, result, started.elapsed());
+    Reply::ok(answer)
+}
+
+/// A request we cannot decide as it is (`inbound`), declined as Lithic's `asa-response`
+/// allows: 200 with a declining `result`, the request's `token` when it is one. Never a
+/// 5xx, which Lithic retries, nor a 4xx it does not document (its fallback might approve
+/// what we never held).
+fn refuse(state: &App, code: &str, why: &str, token: Option<&Token>, started: Instant) -> Reply {
+    tracing::warn!(subprovider = %code, token = ?token.map(Token::as_str), reason = %why, "malformed ASA request declined");
+    state.metrics.provider.asa(
+        code,
+        "malformed",
+        ASA_UNAUTHORIZED_MERCHANT,
+        started.elapsed(),
+    );
+    let mut answer = json!({ "result": ASA_UNAUTHORIZED_MERCHANT });
+    if let Some(t) = token {
+        answer["token"] = json!(t.as_str());
+    }
     Reply::ok(answer)
 }
 
@@ -150,18 +161,18 @@ async fn answer(
     req: &AsaRequest,
     deadline: Instant,
 ) -> Result<(&'static str, Value), ApiError> {
-    let reply = |result: &str| json!({ "token": req.token, "result": result });
+    let reply = |result: &str| json!({ "token": req.token.as_str(), "result": result });
     let card = {
         let mut conn = state.store.conn().await?;
-        cards::by_provider_card(&mut conn, lithic.code(), &req.card_token).await?
+        cards::by_provider_card(&mut conn, lithic.code(), req.card_token.as_str()).await?
     };
     let Some(card) = card else {
         tracing::warn!(subprovider = %lithic.code(), "ASA request for a card we do not know; declined");
         return Ok(("unknown_card", reply(ASA_CARD_PAUSED)));
     };
-    match req.status.as_str() {
-        "AUTHORIZATION" | "FINANCIAL_AUTHORIZATION" => {
-            let kind = if req.status == "AUTHORIZATION" {
+    match req.status {
+        AsaStatus::Authorization | AsaStatus::FinancialAuthorization => {
+            let kind = if req.status == AsaStatus::Authorization {
                 "authorization"
             } else {
                 "financial_authorization"
@@ -169,7 +180,7 @@ async fn answer(
             let result = decide(state, lithic, &card, req, deadline).await?;
             Ok((kind, reply(result)))
         }
-        "BALANCE_INQUIRY" => {
+        AsaStatus::BalanceInquiry => {
             let (available, held) = {
                 let mut conn = state.store.conn().await?;
                 ledger::card_funds(&mut conn, &card.project_id, &card.id).await?
@@ -182,8 +193,10 @@ async fn answer(
             });
             Ok(("balance_inquiry", a))
         }
-        // CREDIT_AUTHORIZATION, FINANCIAL_CREDIT_AUTHORIZATION: money to the card.
-        _ => Ok(("credit", reply(ASA_APPROVED))),
+        // Money to the card.
+        AsaStatus::CreditAuthorization | AsaStatus::FinancialCreditAuthorization => {
+            Ok(("credit", reply(ASA_APPROVED)))
+        }
     }
 }
 
@@ -218,7 +231,7 @@ async fn decide(
         return Ok(ASA_UNAUTHORIZED_MERCHANT);
     }
     let amount = cents_to_amount(req.amount_cents)
-        .ok_or_else(|| ApiError::validation("amount out of range"))?;
+        .ok_or_else(|| ApiError::validation("amounts.cardholder.amount is out of range"))?;
     let decision_deadline = deadline
         .checked_sub(outcome_margin(lithic.asa_budget))
         .unwrap_or(deadline);
@@ -269,13 +282,16 @@ async fn decide(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::network::Merchant;
 
-    #[test]
-    fn parses_an_asa_request() {
-        let body = json!({
-            "token": "4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7d",
+    const TOKEN: &str = "4f9b0c3e-8a2f-4e7b-9c1d-2f3e4a5b6c7d";
+    const CARD: &str = "7ef7d65c-9023-4da3-b113-3b8583fd7951";
+
+    fn request() -> Value {
+        json!({
+            "token": TOKEN,
             "status": "AUTHORIZATION",
-            "card": {"token": "c", "state": "OPEN"},
+            "card": {"token": CARD, "state": "OPEN"},
             "amount": 999,
             "amounts": {
                 "cardholder": {"amount": 1250, "conversion_rate": "1.0", "currency": "USD"},
@@ -283,13 +299,18 @@ mod tests {
                 "settlement": null, "hold": null,
             },
             "merchant": {"descriptor": " COFFEE SHOP ", "mcc": "5814", "country": "DEU"},
-        });
-        let r = AsaRequest::parse(&body).unwrap();
+        })
+    }
+
+    #[test]
+    fn parses_an_asa_request() {
+        let r = AsaRequest::parse(&request()).unwrap();
         assert_eq!(
             r.amount_cents, 1250,
             "amounts.cardholder.amount, not amount"
         );
-        assert_eq!(r.card_token, "c");
+        assert_eq!(r.card_token.as_str(), CARD);
+        assert_eq!(r.status, AsaStatus::Authorization);
         assert_eq!(
             r.purchase.merchant,
             Merchant {
@@ -300,7 +321,40 @@ mod tests {
         );
         assert_eq!(r.purchase.merchant_currency, "EUR");
         assert_eq!(r.purchase.merchant_amount.micros(), 11_000_000);
-        assert!(AsaRequest::parse(&json!({"token": "t"})).is_none());
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_decide_naming_the_field() {
+        let with = |pointer: &str, v: Value| {
+            let mut r = request();
+            *r.pointer_mut(pointer).unwrap() = v;
+            AsaRequest::parse(&r).unwrap_err().field
+        };
+        assert_eq!(with("/token", json!("t".repeat(245))), "token");
+        assert_eq!(
+            with("/token", json!(format!("{}\u{0}", &TOKEN[..35]))),
+            "token"
+        );
+        assert_eq!(with("/card/token", json!("c")), "card.token");
+        assert_eq!(with("/card", json!(null)), "card");
+        assert_eq!(with("/status", json!("SOMETHING")), "status");
+        assert_eq!(with("/status", json!("")), "status");
+        assert_eq!(
+            with("/amounts/cardholder/amount", json!(922_337_203_685_478_i64)),
+            "amounts.cardholder.amount"
+        );
+        assert_eq!(
+            with("/amounts/cardholder/amount", json!(12.5)),
+            "amounts.cardholder.amount"
+        );
+        assert_eq!(with("/merchant/mcc", json!("58\u{0}4")), "merchant.mcc");
+        assert_eq!(
+            with("/amounts/merchant/currency", json!("E\u{0}R")),
+            "amounts.merchant.currency"
+        );
+        let mut r = request();
+        r.as_object_mut().unwrap().remove("token");
+        assert_eq!(AsaRequest::parse(&r).unwrap_err().field, "token");
     }
 
     #[test]
@@ -309,6 +363,7 @@ mod tests {
         assert_eq!(outcome_margin(ms(2000)), ms(100));
         assert_eq!(outcome_margin(ms(400)), ms(100));
         assert_eq!(outcome_margin(ms(100)), ms(25));
-        assert_eq!(message_id("t"), "lithic:asa:t");
+        let token = Token::at(&json!({"token": TOKEN}), "token").unwrap();
+        assert_eq!(message_id(&token), format!("lithic:asa:{TOKEN}"));
     }
 }

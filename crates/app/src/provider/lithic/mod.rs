@@ -5,6 +5,7 @@
 //! - `kyc.rs`: account holders (KYC_BASIC) for our cardholders, and their events.
 //! - this file: cards (issue, freeze, unfreeze, close, details) behind `Provider`.
 //! - `signature.rs`: Standard Webhooks signatures of what Lithic sends us.
+//! - `inbound.rs`: what Lithic sends us, parsed (a bad message is never a 5xx).
 //! - `asa.rs`: Authorization Stream Access, Lithic asking us to decide.
 //! - `events.rs`: event deliveries (transactions, account holders).
 //! - `admin.rs`: enrolment of the ASA responder and the event subscription.
@@ -16,6 +17,7 @@ pub mod admin;
 pub mod asa;
 mod client;
 pub mod events;
+mod inbound;
 pub mod kyc;
 pub mod signature;
 
@@ -217,15 +219,16 @@ pub enum Which {
     Events,
 }
 
-/// A signed message from Lithic for `code`, checked: the subprovider's provider and the
-/// body as JSON, or the refusal to answer. Nothing is changed before this passes.
+/// A signed message from Lithic for `code`, checked: the subprovider's provider, or the
+/// refusal to answer. Nothing is changed before this passes; the body is read after it
+/// (`inbound::body`), so nothing unsigned is parsed.
 pub async fn verified(
     state: &crate::App,
     code: &str,
     signed: &Signed<'_>,
     body: &[u8],
     which: Which,
-) -> Result<(Arc<LithicProvider>, Value), Reply> {
+) -> Result<Arc<LithicProvider>, Reply> {
     let Some(lithic) = state.providers.lithic(code).cloned() else {
         return Err(Reply::error(404, "no lithic subprovider has this code"));
     };
@@ -246,9 +249,7 @@ pub async fn verified(
         tracing::warn!(subprovider = %code, reason = %e, "unsigned or badly signed message refused");
         return Err(Reply::error(401, "invalid signature"));
     }
-    let value: Value =
-        serde_json::from_slice(body).map_err(|_| Reply::error(400, "the body is not JSON"))?;
-    Ok((lithic, value))
+    Ok(lithic)
 }
 
 /// A token from Lithic or our records as one path segment: Lithic's tokens are UUIDs,

@@ -638,6 +638,50 @@ impl FakeLithic {
         statuses
     }
 
+    /// Any body, correctly signed with the ASA secret, as Lithic would send it (the
+    /// body is not checked against the document: bad bodies are the point). Our answer
+    /// is checked like any other: a declared status with a declared body, and the
+    /// request's token when it names one.
+    pub async fn asa_raw(&self, body: &str) -> (u16, Option<Value>) {
+        let url = self.asa_url().expect("an ASA responder is enrolled");
+        let (code, answer) = self
+            .post_signed(&url, &self.inner.asa_secret, body, Sign::Good)
+            .await;
+        for p in Spec::get().check_webhook_response(
+            "card_authorization.approval_request",
+            code,
+            answer.as_ref(),
+        ) {
+            self.violation(format!("{p} (to {body:.200})"));
+        }
+        if let (200, Some(a)) = (code, &answer) {
+            let sent = serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|b| b.get("token").cloned());
+            if a.get("token").is_some() && a.get("token") != sent.as_ref() {
+                self.violation(format!("our ASA answer names another token: {a}"));
+            }
+        }
+        (code, answer)
+    }
+
+    /// Any body, correctly signed, delivered to the subscriptions of `event_type`:
+    /// our statuses and answers.
+    pub async fn event_raw(&self, event_type: &str, body: &str) -> Vec<(u16, Option<Value>)> {
+        let subs: Vec<(String, String)> = self
+            .books()
+            .subs
+            .iter()
+            .filter(|s| s.event_types.is_empty() || s.event_types.iter().any(|t| t == event_type))
+            .map(|s| (s.url.clone(), s.secret.clone()))
+            .collect();
+        let mut answers = Vec::new();
+        for (url, secret) in subs {
+            answers.push(self.post_signed(&url, &secret, body, Sign::Good).await);
+        }
+        answers
+    }
+
     // ---- the REST side: what our server asks Lithic ----
 
     fn dispatch(
