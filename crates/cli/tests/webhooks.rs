@@ -866,3 +866,100 @@ async fn two_processes_on_postgres_deliver_everything_without_concurrent_attempt
     );
     sibling.shutdown().await;
 }
+
+// Unsubscribing while a subscription's deliveries are being attempted and recorded.
+// The receiver alternates success and 500, so nearly every batch of recorded outcomes
+// moves the subscription's failing clock (`note_success`/`note_failure` update its
+// row) while it holds the deliveries it just recorded; an unsubscribe updates the
+// same row and those same deliveries. On PostgreSQL, taking these locks in opposite
+// orders deadlocked, and the aborted unsubscribe answered 500. Every unsubscribe must
+// succeed, leave nothing pending, and nothing may be delivered afterwards.
+both_backends_with!(
+    unsubscribe_while_deliveries_are_in_flight,
+    fast(),
+    |t: TestServer| async move {
+        const ROUNDS: usize = 8;
+        const SUBS: usize = 3;
+        const EVENTS: usize = 24;
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        let answers: Vec<Behaviour> = (0..200_000)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Behaviour::Succeed
+                } else {
+                    Behaviour::Status(500)
+                }
+            })
+            .collect();
+        rx.script(&answers);
+        let card = t.funded_card("ada").await;
+        let sdk = t.sdk();
+        let count = |sub: String, state: &'static str| {
+            let sdk = t.sdk();
+            async move {
+                sdk.wh_deliveries(&WhDeliveries {
+                    subscription_ids: vec![sub],
+                    ..states(&[state])
+                })
+                .await
+                .unwrap()
+                .total
+            }
+        };
+        // Per subscription: its deliveries that had succeeded when it was unsubscribed.
+        let mut ended = Vec::new();
+        let mut cut_short = 0;
+        for round in 0..ROUNDS {
+            let mut subs = Vec::new();
+            for _ in 0..SUBS {
+                subs.push(t.subscribe(&rx.url).await);
+            }
+            let seen = rx.received().len();
+            for i in 0..EVENTS {
+                if i % 2 == 0 {
+                    t.freeze("ada", &card).await;
+                } else {
+                    t.unfreeze("ada", &card).await;
+                }
+            }
+            // Half the attempts answered: the rest are in flight or waiting to retry.
+            rx.wait_until("attempts of this round", WAIT, |r| {
+                r.len() >= seen + SUBS * EVENTS / 2
+            })
+            .await;
+            let offs = futures::future::join_all(subs.iter().map(|s| sdk.wh_unsubscribe(s))).await;
+            for (sub, off) in subs.iter().zip(offs) {
+                let off = off.unwrap_or_else(|e| panic!("round {round}: unsubscribe {sub}: {e:?}"));
+                assert!(!off.active, "{off:?}");
+                assert_eq!(count(sub.clone(), "pending").await, 0, "nothing pending");
+                let failed = count(sub.clone(), "failed").await;
+                cut_short += failed;
+                let succeeded = count(sub.clone(), "succeeded").await;
+                assert_eq!(
+                    failed + succeeded,
+                    EVENTS as u64,
+                    "every delivery of {sub} ended"
+                );
+                ended.push((sub.clone(), succeeded));
+            }
+        }
+        assert!(
+            cut_short > 0,
+            "some deliveries were still pending when unsubscribed"
+        );
+        // Attempts already sent when their subscription ended get their answer within
+        // the attempt timeout (1 s); retries would come every second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let quiet = rx.received().len();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(rx.received().len(), quiet, "no attempt after unsubscribing");
+        for (sub, succeeded) in ended {
+            assert_eq!(count(sub.clone(), "pending").await, 0);
+            assert_eq!(
+                count(sub.clone(), "succeeded").await,
+                succeeded,
+                "nothing of {sub} delivered after it was unsubscribed"
+            );
+        }
+    }
+);

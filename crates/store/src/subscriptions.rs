@@ -1,7 +1,7 @@
 //! Webhook subscriptions of a project. Every query is scoped by project.
 
-use crate::query::{find_page, Filter, Source};
-use crate::writer::{AsBatch, BatchConn, Part, RowRead};
+use crate::query::{find_page, placeholders, Filter, Source};
+use crate::writer::{AsBatch, BatchConn, Param, Part, RowRead};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;
 use sqlx::Row;
@@ -171,6 +171,47 @@ pub async fn find(
     .await?;
     let items = rows.iter().map(from_row).collect::<Result<_, _>>()?;
     Ok((items, total))
+}
+
+/// Locks the rows of these subscriptions ((project, id)) until the caller's transaction
+/// ends. The webhook outcomes writer (`workers/outcomes.rs`) takes them before it
+/// touches any of their deliveries, as an unsubscribe (`deactivate`) and the `failing`
+/// deactivation (`deactivate_failing`) do by updating the row first: whatever writes
+/// a subscription's row and its deliveries in one transaction then takes the row first,
+/// so on PostgreSQL two of them never hold what the other waits for (deadlock_detected,
+/// 40P01, which answered an unsubscribe with 500). One statement per batch of outcomes;
+/// `FOR NO KEY UPDATE` is the lock an UPDATE of the row takes anyway, and unlike
+/// `FOR UPDATE` lets fan-out's inserts of deliveries (whose foreign key takes
+/// `FOR KEY SHARE` on the subscription) go on meanwhile. In (project, id) order.
+/// SQLite's write transaction already serialises everything.
+pub async fn lock_rows(
+    conn: &mut BatchConn<'_>,
+    subs: &std::collections::BTreeSet<(&str, &str)>,
+) -> Result<(), StoreError> {
+    if conn.backend() != Backend::Postgres || subs.is_empty() {
+        return Ok(());
+    }
+    let mut by_project: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (project, id) in subs {
+        by_project.entry(project).or_default().push(id);
+    }
+    let parts: Vec<Part<'_>> = by_project
+        .into_iter()
+        .map(|(project, ids)| {
+            let mut params: Vec<Param<'_>> = vec![Param::from(project)];
+            params.extend(ids.iter().map(|id| Param::from(*id)));
+            Part::Select {
+                sql: format!(
+                    "SELECT id FROM webhook_subscriptions WHERE project_id = $1 AND id IN ({}) \
+                     ORDER BY id FOR NO KEY UPDATE",
+                    placeholders(2, ids.len())
+                ),
+                params,
+            }
+        })
+        .collect();
+    conn.together(&parts).await?;
+    Ok(())
 }
 
 /// Why a subscription was deactivated because its receiver kept failing (CONTRACT §13).

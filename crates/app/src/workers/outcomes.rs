@@ -2,7 +2,8 @@
 //! (`batch_writer.rs`): on SQLite, on the writer's thread with its cached statements, in
 //! turn with the writes that produce events; on PostgreSQL on a connection of its own.
 //! Each outcome is fenced on its claim (a lost claim records nothing), keeps its
-//! subscription's failing clock and may deactivate it (CONTRACT §13).
+//! subscription's failing clock and may deactivate it (CONTRACT §13). A batch locks its
+//! subscriptions' rows before it touches any delivery (`record_all`).
 
 use crate::batch_writer::{picked, ApplyFn, BatchWriter, Queued, Shape, Wakeups};
 use issuing_domain::time::now_micros;
@@ -11,7 +12,7 @@ use issuing_store::group_commit::Stats;
 use issuing_store::writer::BatchConn;
 use issuing_store::{subscriptions, Store, StoreError};
 use issuing_wire::ApiError;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// PostgreSQL writers; subscriptions are spread over them, so one subscription's
@@ -90,6 +91,21 @@ async fn record_all(
     conn: &mut BatchConn<'_>,
     attempts: &[&Attempted],
 ) -> Result<Vec<Result<Recorded, ApiError>>, StoreError> {
+    // The subscriptions' rows before any of their deliveries, the order every writer
+    // of both takes (`subscriptions::lock_rows`): recording outcomes updates the
+    // deliveries and then the subscription's failing clock, an unsubscribe the other way
+    // round, and on PostgreSQL the two deadlocked. One statement for the whole batch, so
+    // the delivery hot path pays one round trip per batch, not per outcome; locking the
+    // deliveries in one order instead would cost the same and leave the subscription's
+    // row to be taken after them.
+    let subs: BTreeSet<(&str, &str)> = attempts
+        .iter()
+        .map(|a| {
+            let d = &a.claimed.delivery;
+            (d.project_id.as_str(), d.subscription_id.as_str())
+        })
+        .collect();
+    subscriptions::lock_rows(conn, &subs).await?;
     let mut answers = Vec::with_capacity(attempts.len());
     let mut rest = attempts;
     while let Some(first) = rest.first() {
