@@ -17,10 +17,15 @@ use issuing_domain::lithic::{
 };
 use issuing_store::cards::{self, CardRecord};
 use issuing_store::ledger;
-use issuing_wire::ApiError;
+use issuing_wire::{ApiError, ErrorSlug};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Our answer while the database is unavailable: the decline we give when we cannot
+/// decide in time (Lithic's `asa-response` has no result of its own for an issuer that
+/// is down; any result but `APPROVED` declines).
+const ASA_UNAVAILABLE: &str = ASA_UNAUTHORIZED_MERCHANT;
 
 /// The network message id of an ASA request: its transaction token.
 pub(super) fn message_id(token: &str) -> String {
@@ -110,8 +115,23 @@ pub async fn asa(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> R
         );
     };
     let deadline = started + lithic.asa_budget;
-    let (kind, answer) = match answer(state, &lithic, &req, deadline).await {
+    // Within the budget whatever happens: a lookup stuck on a database that went away
+    // is declined like a decision that took too long.
+    let answered = tokio::time::timeout_at(deadline.into(), answer(state, &lithic, &req, deadline))
+        .await
+        .unwrap_or_else(|_| Err(ApiError::unavailable()));
+    let (kind, answer) = match answered {
         Ok(a) => a,
+        // No database (a failover under way): declined at once, within the budget. A 5xx
+        // would make Lithic retry and then decide without us, and nothing here can hold
+        // the card's funds.
+        Err(e) if e.slug == ErrorSlug::ServiceUnavailable => {
+            tracing::warn!(subprovider = %code, "ASA request while the database is unavailable; declined");
+            (
+                "unavailable",
+                json!({ "token": req.token, "result": ASA_UNAVAILABLE }),
+            )
+        }
         Err(e) => {
             // Lithic retries once after a 5xx, then decides without us.
             tracing::error!(subprovider = %code, slug = %e.slug, error = %e.message, "ASA request failed");
