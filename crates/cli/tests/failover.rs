@@ -401,3 +401,64 @@ async fn the_console_reads_through_the_read_url() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asa_request_during_an_outage_is_declined_within_its_budget() {
+    use common::lithic::harness::Lithic;
+    use common::lithic::{Merchant, Sign};
+    let Some(admin) = common::db::postgres_admin_url() else {
+        return;
+    };
+    let proxy = PgProxy::start(upstream(&admin), false).await;
+    let port = proxy.port;
+    let Some(l) = Lithic::start_via(Backend::Postgres, "", |url| {
+        with_hosts(url, &[format!("127.0.0.1:{port}")], "")
+    })
+    .await
+    else {
+        return;
+    };
+    let (_card_id, token) = l.card("ada", "50").await;
+    let coffee = Merchant::coffee();
+    let asa = l.fake.authorize(&token, 100, &coffee).await;
+    assert_eq!(
+        (asa.status, asa.result()),
+        (200, "APPROVED"),
+        "{:?}",
+        asa.answer
+    );
+
+    proxy.cut();
+    wait_for_status(&format!("{}/ready", l.t.base), 503, Duration::from_secs(10)).await;
+    // Past the enrolment secrets' cache (5 s): they still verify the request.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The ASA request alone: Lithic's event about the declined transaction would only
+    // be delivered again later.
+    let started = Instant::now();
+    let asa = l
+        .fake
+        .asa(&token, "AUTHORIZATION", 200, &coffee, Sign::Good, None)
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        (asa.status, asa.result()),
+        (200, "UNAUTHORIZED_MERCHANT"),
+        "a decline, not a 5xx: {:?}",
+        asa.answer
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the budget is 2 s; answered after {took:?}"
+    );
+
+    proxy.restore();
+    wait_for_status(&format!("{}/ready", l.t.base), 200, Duration::from_secs(15)).await;
+    let asa = l.fake.authorize(&token, 300, &coffee).await;
+    assert_eq!(
+        (asa.status, asa.result()),
+        (200, "APPROVED"),
+        "{:?}",
+        asa.answer
+    );
+    l.finish().await;
+}
