@@ -87,7 +87,7 @@ export type ErrorSlug =
   | "product_not_active" | "cardholder_not_ready" | "invalid_pricing" | "card_product_limits_invalid"
   | "amount_below_minimum" | "amount_above_maximum" | "currency_mismatch" | "subscription_limit_reached"
   | "subscription_inactive" | "invalid_transaction_state" | "internal_error" | "provider_error"
-  | "topup_attempts_exceeded" | "not_ready" | "unknown_error"
+  | "topup_attempts_exceeded" | "not_ready" | "service_unavailable" | "unknown_error"
   | (string & {});
 
 /** A decimal string with 2 to 6 fractional digits, e.g. `"12.50"`. */

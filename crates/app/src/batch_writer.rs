@@ -415,10 +415,7 @@ impl<A> Pending<A> {
                 Err(e) => {
                     let why = StoreError::from(e);
                     tracing::error!(writer = name, error = %why, "a batch's commit failed");
-                    let failed = answers
-                        .iter()
-                        .map(|_| Err(StoreError::Batch(why.to_string()).into()))
-                        .collect();
+                    let failed = answers.iter().map(|_| Err(why.repeat().into())).collect();
                     (failed, Queued::default())
                 }
             },

@@ -15,6 +15,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<ExitCod
     let file = settings::load_file(global)?;
     let config = settings::server_config(&args.server, &file)?;
     let (store, master, resolved) = settings::open_store(global, &file).await?;
+    let store = settings::with_reader(store, &args.server, &file).await?;
     let _only_server = lock_sqlite(&store)?;
     tracing::info!(
         database = %settings::redact(&resolved.database_url),

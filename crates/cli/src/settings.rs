@@ -40,6 +40,8 @@ pub struct FileConfig {
     /// Address of the Prometheus listener (`GET /metrics`); off when absent.
     pub metrics_listen: Option<String>,
     pub database_url: Option<String>,
+    /// A PostgreSQL standby for the console's pages (`ISSUING_DATABASE_READ_URL`).
+    pub database_read_url: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub mode: Option<String>,
     pub webhook_retry_interval: Option<u64>,
@@ -179,6 +181,33 @@ pub async fn open_store(
     let master = load_master_key(&resolved.data_dir)?;
     master.bind_to(&store).await?;
     Ok((store, master, resolved))
+}
+
+/// The store reading through the standby the settings name, if any: it must be
+/// PostgreSQL, as the database is.
+pub async fn with_reader(
+    store: Store,
+    args: &ServerArgs,
+    file: &FileConfig,
+) -> anyhow::Result<Store> {
+    let Some(url) = args
+        .database_read_url
+        .clone()
+        .or_else(|| file.database_read_url.clone())
+        .filter(|u| !u.trim().is_empty())
+    else {
+        return Ok(store);
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!("--database-read-url / ISSUING_DATABASE_READ_URL must be a postgres://… URL");
+    }
+    if store.backend() != issuing_store::Backend::Postgres {
+        bail!("--database-read-url / ISSUING_DATABASE_READ_URL needs a PostgreSQL database (ISSUING_DATABASE_URL)");
+    }
+    let reader = Store::connect(&url)
+        .await
+        .with_context(|| format!("cannot open the read database ({})", redact(&url)))?;
+    Ok(store.with_reader(reader))
 }
 
 /// The database the settings name, only if it already exists (a SQLite file is not
@@ -327,6 +356,10 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, env = "ISSUING_LISTEN")]
     pub listen: Option<String>,
+    /// A PostgreSQL standby (`postgres://…`, several hosts allowed) for the console's
+    /// pages; never for anything that decides money.
+    #[arg(long, env = "ISSUING_DATABASE_READ_URL")]
+    pub database_read_url: Option<String>,
     /// `sandbox` (default: simulated provider and card network) or `production`.
     #[arg(long, env = "ISSUING_MODE")]
     pub mode: Option<String>,

@@ -102,7 +102,7 @@ pub(crate) async fn list(
                 .map_err(|_| ConsoleError::BadRequest("The page cursor is not valid.".into()))?,
         ),
     };
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let mut entries = audit::page(
         &mut conn,
         &op.scope,

@@ -94,7 +94,7 @@ pub(crate) async fn list(
     let project = view::filter(&query.project)?;
     let status = view::filter(&query.status)?;
     let before = view::cursor(&query.before)?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let records = reads::cards_page(
         &mut conn,
         &op.scope,
@@ -230,7 +230,7 @@ pub(crate) async fn show(
 ) -> PageResult {
     let before = view::cursor(&query.before)?;
     let card = visible_card(&console, &op, &card_id).await?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     // One store call per section.
     let funds = ledger::card_funds(&mut conn, &card.project_id, &card.id)
         .await

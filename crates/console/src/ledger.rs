@@ -49,7 +49,7 @@ pub(crate) async fn transfers(
 ) -> Result<Transfers, ConsoleError> {
     let project = view::filter(project)?;
     let cursor = view::cursor(before)?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let rows = reads::transfers_page(
         &mut conn,
         &op.scope,
@@ -125,7 +125,7 @@ pub(crate) async fn page(
     )
     .await?;
     let last = {
-        let mut conn = console.app.store.conn().await?;
+        let mut conn = console.app.store.reader().conn().await?;
         issuing_store::audit::last_verification(&mut conn).await?
     };
     render(&LedgerPage {

@@ -66,7 +66,7 @@ pub(crate) async fn order(
     Extension(op): Extension<Op>,
     Path(order_id): Path<String>,
 ) -> PageResult {
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let o = reads::order(&mut conn, &order_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;
@@ -133,7 +133,7 @@ pub(crate) async fn transaction(
     Extension(op): Extension<Op>,
     Path(transaction_id): Path<String>,
 ) -> PageResult {
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let t = reads::card_tx(&mut conn, &transaction_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;

@@ -44,7 +44,7 @@ pub(crate) async fn page(
     Extension(op): Extension<Op>,
 ) -> PageResult {
     let now = now_micros();
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let mut projects = reads::projects_page(&mut conn, &op.scope, None, SHOWN + 1).await?;
     let more_projects = projects.len() > usize::try_from(SHOWN).unwrap_or(0);
     projects.truncate(usize::try_from(SHOWN).unwrap_or(0));

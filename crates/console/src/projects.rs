@@ -53,7 +53,7 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> PageResult {
     let before = view::cursor(&query.before)?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let rows = reads::projects_page(&mut conn, &op.scope, before.as_ref(), PAGE_SIZE + 1).await?;
     let (rows, next) = view::split_page(rows, PAGE_SIZE, |p| (p.project.created_at, &p.project.id));
     render(&ProjectsPage {
@@ -120,7 +120,7 @@ pub(crate) async fn show(
     Path(project_id): Path<String>,
 ) -> PageResult {
     op.may_see(&project_id)?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let p = projects::get(&mut conn, &project_id)
         .await?
         .ok_or(ConsoleError::NotFound)?;

@@ -16,11 +16,17 @@ pub(crate) enum ConsoleError {
     NotFound,
     Forbidden(&'static str),
     BadRequest(String),
+    /// The database does not answer (a failover under way): 503, try again shortly.
+    Unavailable,
     Internal,
 }
 
 impl From<StoreError> for ConsoleError {
     fn from(e: StoreError) -> Self {
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, "console: the database is unavailable");
+            return ConsoleError::Unavailable;
+        }
         tracing::error!(error = %e, "console: storage error");
         ConsoleError::Internal
     }
@@ -43,6 +49,24 @@ impl IntoResponse for ConsoleError {
             ),
             ConsoleError::Forbidden(why) => (StatusCode::FORBIDDEN, "Forbidden", *why),
             ConsoleError::BadRequest(why) => (StatusCode::BAD_REQUEST, "Bad request", why.as_str()),
+            ConsoleError::Unavailable => {
+                let mut page = render_status(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &ErrorPage {
+                        title: "Database unavailable",
+                        message: "The database does not answer (a failover may be under way); \
+                                  try again in a few seconds.",
+                    },
+                );
+                page.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    issuing_wire::ErrorSlug::ServiceUnavailable
+                        .retry_after_secs()
+                        .unwrap_or(2)
+                        .into(),
+                );
+                return page;
+            }
             ConsoleError::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Something went wrong",

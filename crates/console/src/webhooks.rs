@@ -79,7 +79,7 @@ pub(crate) async fn list(
     }
     let project = view::filter(&query.project)?;
     let before = view::cursor(&query.before)?;
-    let mut conn = console.app.store.conn().await?;
+    let mut conn = console.app.store.reader().conn().await?;
     let rows = reads::deliveries_page(
         &mut conn,
         &op.scope,

@@ -77,7 +77,7 @@ struct Done<T, E> {
 
 /// A failure shared by every operation of a batch, repeated to each caller.
 fn batch_failed(why: &StoreError) -> StoreError {
-    StoreError::Batch(why.to_string())
+    why.repeat()
 }
 
 impl<F, T, E> Job for Op<F, T, E>

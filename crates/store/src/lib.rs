@@ -48,6 +48,6 @@ pub mod wakeup;
 mod wal_sync;
 
 pub use commits::Commits;
-pub use db::{writer, Backend, Conn, Durable, Store, Tx};
+pub use db::{pg_url, writer, Availability, Backend, Conn, Durable, Store, Tx};
 pub use error::StoreError;
 pub use wal_sync::Writing;

@@ -97,6 +97,10 @@ pub struct PoolStats {
     pub idle: u32,
     /// The pool's upper bound.
     pub max: u32,
+    /// No database host answers right now (PostgreSQL; `Store::availability`).
+    pub unavailable: bool,
+    /// Times the database stopped answering since the process started.
+    pub outages: u64,
 }
 
 pub fn pool(store: &Store) -> PoolStats {
@@ -105,5 +109,7 @@ pub fn pool(store: &Store) -> PoolStats {
         open: pool.size(),
         idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
         max: pool.options().get_max_connections(),
+        unavailable: store.availability().unavailable,
+        outages: store.availability().outages,
     }
 }

@@ -45,7 +45,10 @@ impl Listener {
         if store.backend() != crate::Backend::Postgres {
             return Ok(None);
         }
-        let mut listener = PgListener::connect(store.url()).await?;
+        if store.availability().unavailable {
+            return Err(StoreError::Unavailable("no PostgreSQL host answers".into()));
+        }
+        let mut listener = PgListener::connect(store.host_url()).await?;
         listener
             .listen_all([Queue::Orders.channel(), Queue::Deliveries.channel()])
             .await?;

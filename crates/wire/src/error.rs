@@ -75,6 +75,9 @@ pub enum ErrorSlug {
     TopupAttemptsExceeded,
     /// `GET /ready` while the database does not answer.
     NotReady,
+    /// No database server answers (a failover under way, CONTRACT §18): answered with
+    /// `Retry-After`; the same request may be sent again, with the same idempotency key.
+    ServiceUnavailable,
 }
 
 impl ErrorSlug {
@@ -141,6 +144,7 @@ impl ErrorSlug {
             ProviderError => "provider_error",
             TopupAttemptsExceeded => "topup_attempts_exceeded",
             NotReady => "not_ready",
+            ServiceUnavailable => "service_unavailable",
         }
     }
 
@@ -203,7 +207,16 @@ impl ErrorSlug {
             | RuleLimitReached => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
-            TopupAttemptsExceeded | NotReady => 503,
+            TopupAttemptsExceeded | NotReady | ServiceUnavailable => 503,
+        }
+    }
+
+    /// The seconds an answer with this slug tells the client to wait before it tries
+    /// again (`Retry-After`); None where trying again is not the remedy.
+    pub const fn retry_after_secs(self) -> Option<u32> {
+        match self {
+            ErrorSlug::ServiceUnavailable => Some(2),
+            _ => None,
         }
     }
 
@@ -269,6 +282,7 @@ impl ErrorSlug {
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,
         ErrorSlug::NotReady,
+        ErrorSlug::ServiceUnavailable,
     ];
 }
 
@@ -302,6 +316,15 @@ impl ApiError {
     /// The message clients see for unexpected failures; details go to the log only.
     pub fn internal() -> Self {
         Self::new(ErrorSlug::InternalError, "Internal server error")
+    }
+
+    /// The database does not answer; the client retries after `Retry-After`.
+    pub fn unavailable() -> Self {
+        Self::new(
+            ErrorSlug::ServiceUnavailable,
+            "The service is temporarily unavailable; retry after the Retry-After delay \
+             (with the same idempotency key)",
+        )
     }
 
     pub fn status(&self) -> u16 {
@@ -347,6 +370,9 @@ mod tests {
         assert_eq!(ErrorSlug::TopupAttemptsExceeded.status(), 503);
         assert_eq!(ErrorSlug::NotReady.status(), 503);
         assert_eq!(ErrorSlug::NotReady.as_str(), "not_ready");
+        assert_eq!(ErrorSlug::ServiceUnavailable.status(), 503);
+        assert_eq!(ErrorSlug::ServiceUnavailable.retry_after_secs(), Some(2));
+        assert_eq!(ErrorSlug::InternalError.retry_after_secs(), None);
     }
 
     #[test]

@@ -86,6 +86,12 @@ pub(crate) async fn envelope_layer(
             }
             let response = match synced {
                 Ok(()) => response,
+                // The database went away before the answer could be made durable: the
+                // client retries (with the same idempotency key) once it is back.
+                Err(e) if e.is_unavailable() || state.app.store.availability().unavailable => {
+                    tracing::warn!(error = %e, "the answer could not be made durable: the database is unavailable");
+                    error_response(&ApiError::unavailable())
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "the database log could not be synced");
                     error_response(&ApiError::internal())

@@ -45,5 +45,11 @@ impl IntoResponse for HttpError {
 
 pub(crate) fn error_response(e: &ApiError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, Json(e.body())).into_response()
+    let mut response = (status, Json(e.body())).into_response();
+    if let Some(secs) = e.slug.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, secs.into());
+    }
+    response
 }

@@ -18,7 +18,7 @@ const QUEUE: usize = 4_096;
 /// Concurrent flushes: one fills while others are on the wire.
 const FLUSHERS: usize = 4;
 
-type Reply = oneshot::Sender<Result<(bool, Ticket), String>>;
+type Reply = oneshot::Sender<Result<(bool, Ticket), StoreError>>;
 
 #[derive(Clone)]
 pub(crate) struct Batcher {
@@ -55,6 +55,8 @@ impl Batcher {
         match answer.await.map_err(|_| gone())? {
             Ok((true, ticket)) => Ok((Admission::Fresh, ticket)),
             Ok((false, ticket)) => Ok((Admission::Duplicate, ticket)),
+            // An outage stays one: the request answers 503 and may be retried.
+            Err(e @ StoreError::Unavailable(_)) => Err(e),
             Err(e) => Err(StoreError::Config(format!("replay guard: {e}"))),
         }
     }
@@ -67,14 +69,26 @@ impl Batcher {
 
 /// The barrier on a connection of its own, opened again after a failure.
 fn barrier(store: Store) -> super::durable::FlushFn {
-    let conn: Arc<Mutex<Option<Conn>>> = Arc::default();
+    let conn: Arc<Mutex<Option<(Conn, u64)>>> = Arc::default();
     Arc::new(move || {
         let (store, conn) = (store.clone(), conn.clone());
         Box::pin(async move {
             let mut own = conn.lock().await;
+            // Opened before the database was lost or moved: opened again.
+            if own
+                .as_ref()
+                .is_some_and(|(_, epoch)| *epoch != store.epoch())
+            {
+                *own = None;
+            }
             let open = match own.as_mut() {
-                Some(c) => c,
-                None => own.insert(replay::connect_barrier(&store).await?),
+                Some((c, _)) => c,
+                None => {
+                    let epoch = store.epoch();
+                    &mut own
+                        .insert((replay::connect_barrier(&store).await?, epoch))
+                        .0
+                }
             };
             let flushed = replay::barrier(open).await;
             if flushed.is_err() {
@@ -92,8 +106,9 @@ async fn flusher(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    // Its own connection, opened on first use and again after a failure.
-    let mut conn: Option<Conn> = None;
+    // Its own connection, opened on first use and again after a failure, or once the
+    // database was lost or moved (the store's epoch).
+    let mut conn: Option<(Conn, u64)> = None;
     loop {
         {
             let mut rx = rx.lock().await;
@@ -108,7 +123,7 @@ async fn flusher(
 
 async fn flush(
     store: &Store,
-    conn: &mut Option<Conn>,
+    conn: &mut Option<(Conn, u64)>,
     flushes: &Flushes,
     batch: Vec<(Entry, Reply)>,
 ) {
@@ -132,10 +147,21 @@ async fn flush(
             }
         }
     }
+    if conn
+        .as_ref()
+        .is_some_and(|(_, epoch)| *epoch != store.epoch())
+    {
+        *conn = None;
+    }
     let outcome = async {
         let open = match conn.as_mut() {
-            Some(c) => c,
-            None => conn.insert(replay::connect_unflushed(store).await?),
+            Some((c, _)) => c,
+            None => {
+                let epoch = store.epoch();
+                &mut conn
+                    .insert((replay::connect_unflushed(store).await?, epoch))
+                    .0
+            }
         };
         replay::remember_many(open, &unique).await
     }
@@ -149,7 +175,7 @@ async fn flush(
         let answer = match (&outcome, slot) {
             (Ok(fresh), Some(i)) => Ok((fresh[i], ticket)),
             (Ok(_), None) => Ok((false, ticket)),
-            (Err(e), _) => Err(e.to_string()),
+            (Err(e), _) => Err(e.repeat()),
         };
         let _ = reply.send(answer);
     }

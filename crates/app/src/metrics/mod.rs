@@ -128,6 +128,22 @@ impl Metrics {
             "The most connections this process's database pool opens.",
         );
         t.sample("issuing_db_pool_max_connections", &[], pool.max);
+        t.family(
+            "issuing_database_unavailable",
+            "gauge",
+            "1 while no database host answers (requests that need it answer 503 service_unavailable), else 0.",
+        );
+        t.sample(
+            "issuing_database_unavailable",
+            &[],
+            u64::from(pool.unavailable),
+        );
+        t.family(
+            "issuing_database_unavailable_total",
+            "counter",
+            "Times this process found no database host answering (outages, failovers) since it started.",
+        );
+        t.sample("issuing_database_unavailable_total", &[], pool.outages);
         render_writers(t, writers);
     }
 }
@@ -234,6 +250,8 @@ mod tests {
             open: 3,
             idle: 2,
             max: 8,
+            unavailable: true,
+            outages: 4,
         }
     }
 
@@ -254,6 +272,8 @@ mod tests {
             "issuing_db_up 0",
             "issuing_db_pool_connections{state=\"in_use\"} 1",
             "issuing_db_pool_max_connections 8",
+            "issuing_database_unavailable 1",
+            "issuing_database_unavailable_total 4",
             "issuing_group_commit_batches_total{writer=\"topups\"} 2",
             "issuing_group_commit_operations_total{writer=\"topups\"} 9",
         ] {

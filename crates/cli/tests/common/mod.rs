@@ -12,6 +12,7 @@ pub mod cards;
 pub mod console;
 pub mod db;
 pub mod lithic;
+pub mod pgproxy;
 pub mod process;
 pub mod receiver;
 pub mod spend;
@@ -141,9 +142,24 @@ impl TestServer {
         Self::start_with(backend, ServerConfig::default()).await
     }
 
-    pub async fn start_with(backend: Backend, mut config: ServerConfig) -> Option<TestServer> {
+    pub async fn start_with(backend: Backend, config: ServerConfig) -> Option<TestServer> {
         let db = TestDb::create(backend).await?;
-        let store = Store::connect(&db.url).await.expect("connect");
+        let url = db.url.clone();
+        Some(Self::start_at(db, &url, None, config).await)
+    }
+
+    /// A server on `db` reached through `url` (another form of its URL: several hosts,
+    /// a proxy), reading the console's pages through `read_url` when given.
+    pub async fn start_at(
+        db: TestDb,
+        url: &str,
+        read_url: Option<&str>,
+        mut config: ServerConfig,
+    ) -> TestServer {
+        let mut store = Store::connect(url).await.expect("connect");
+        if let Some(read_url) = read_url {
+            store = store.with_reader(Store::connect(read_url).await.expect("connect reader"));
+        }
         store.migrate().await.expect("migrate");
         let master = MasterKey::generate();
         master.bind_to(&store).await.expect("bind master key");
@@ -152,7 +168,7 @@ impl TestServer {
             .await
             .expect("start server");
         let creds = create_project(&store, &master, "test project").await;
-        Some(TestServer {
+        TestServer {
             base: format!("http://{}", server.addr),
             store,
             master,
@@ -160,7 +176,7 @@ impl TestServer {
             http: reqwest::Client::new(),
             db,
             server: Some(server),
-        })
+        }
     }
 
     /// A second server process on the same database (same master key).

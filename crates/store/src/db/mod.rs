@@ -2,8 +2,12 @@
 //! batch writers' own connections (`writer/`), and the SQL text both backends share
 //! (`sql.rs`).
 
+mod hosts;
+pub mod pg_url;
 pub mod sql;
 pub mod writer;
+
+pub use hosts::Availability;
 
 use crate::StoreError;
 use sqlx::any::AnyPoolOptions;
@@ -136,6 +140,10 @@ pub struct Store {
     sqlite_writer: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<writer::SqliteWriter>>>>,
     /// PostgreSQL: which writes the durable commits of this process have covered.
     commits: std::sync::Arc<crate::Commits>,
+    /// PostgreSQL: the URL's hosts, the one in use, and whether any answers.
+    hosts: Option<std::sync::Arc<hosts::Hosts>>,
+    /// A standby for reads that may lag (`ISSUING_DATABASE_READ_URL`); None: this store.
+    reader: Option<std::sync::Arc<Store>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -147,11 +155,16 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Connects to `postgres://…` / `postgresql://…`, or to a SQLite file given as
-    /// `sqlite://path` or a plain path (created if missing).
+    /// Connects to `postgres://…` / `postgresql://…` (several hosts as libpq writes
+    /// them: `db/pg_url.rs`, `db/hosts.rs`), or to a SQLite file given as `sqlite://path`
+    /// or a plain path (created if missing).
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
+        let mut hosts = None;
         let (backend, url) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let found = std::sync::Arc::new(hosts::Hosts::new(url)?);
+            found.find_first().await?;
+            hosts = Some(found);
             (Backend::Postgres, url.to_owned())
         } else {
             let path = sqlite_file(url);
@@ -189,17 +202,34 @@ impl Store {
                     .await?
             }
             Backend::Postgres => {
-                AnyPoolOptions::new()
+                let Some(found) = hosts.clone() else {
+                    return Err(StoreError::Config("PostgreSQL without hosts".into()));
+                };
+                // Weak: the hosts hold the pool, which holds this callback.
+                let checks = std::sync::Arc::downgrade(&found);
+                let pool = AnyPoolOptions::new()
                     .max_connections(POSTGRES_POOL_SIZE)
                     .acquire_timeout(ACQUIRE_TIMEOUT)
-                    .after_connect(|conn, _| {
+                    .after_connect(move |conn, _| {
+                        let checks = checks.upgrade();
                         Box::pin(async move {
+                            // A server that turned read-only (a demoted primary) is
+                            // refused: the pool tries again, on the host the watcher
+                            // finds.
+                            if let Some(checks) = checks {
+                                if let Err(e) = checks.acceptable(conn).await {
+                                    checks.suspect();
+                                    return Err(e);
+                                }
+                            }
                             conn.execute(POSTGRES_SETUP).await?;
                             Ok(())
                         })
                     })
-                    .connect(&url)
-                    .await?
+                    .connect(found.url())
+                    .await?;
+                found.watch(pool.clone());
+                pool
             }
         };
         let wal = match backend {
@@ -224,7 +254,73 @@ impl Store {
             write_turn,
             sqlite_writer: Default::default(),
             commits: Default::default(),
+            hosts,
+            reader: None,
         })
+    }
+
+    /// This store, reading through `reader` (a standby, `ISSUING_DATABASE_READ_URL`)
+    /// where `reader()` is asked for.
+    pub fn with_reader(mut self, reader: Store) -> Store {
+        self.reader = Some(std::sync::Arc::new(reader));
+        self
+    }
+
+    /// Where reads that may lag go: the console's pages, never anything that decides
+    /// money, claims a key or is read back by a retry. The standby when one is set,
+    /// else this store.
+    pub fn reader(&self) -> &Store {
+        self.reader.as_deref().unwrap_or(self)
+    }
+
+    /// Whether the database answers (PostgreSQL; SQLite always does), for `/metrics`.
+    pub fn availability(&self) -> Availability {
+        self.hosts
+            .as_ref()
+            .map(|h| h.availability())
+            .unwrap_or_default()
+    }
+
+    /// Changes when the database was lost or moved (PostgreSQL; always 0 on SQLite): a
+    /// connection of its own opened in an earlier epoch may be broken, so its holder
+    /// opens a new one before using it instead of failing a request on it.
+    pub fn epoch(&self) -> u64 {
+        self.hosts.as_ref().map_or(0, |h| h.epoch())
+    }
+
+    /// The URL of the PostgreSQL host in use (for connections sqlx makes itself, such
+    /// as the wake-up listener's); on SQLite the store's URL.
+    pub(crate) fn host_url(&self) -> &str {
+        match &self.hosts {
+            Some(h) => h.url(),
+            None => &self.url,
+        }
+    }
+
+    /// Waits for `op` (a pooled connection), or fails as soon as the watcher finds no
+    /// host answering: a caller does not wait out the pool's acquire timeout on a
+    /// dead host.
+    async fn pooled<T>(
+        &self,
+        op: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, StoreError> {
+        let Some(h) = &self.hosts else {
+            return Ok(op.await?);
+        };
+        if h.unavailable() {
+            return Err(StoreError::Unavailable("no PostgreSQL host answers".into()));
+        }
+        tokio::select! {
+            biased;
+            r = op => r.map_err(|e| {
+                let e = StoreError::from(e);
+                if e.is_unavailable() {
+                    h.suspect();
+                }
+                e
+            }),
+            () = h.until_down() => Err(StoreError::Unavailable("no PostgreSQL host answers".into())),
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -236,9 +332,13 @@ impl Store {
         &self.commits
     }
 
-    /// A PostgreSQL connection of its own, outside the pool, set up as the pool's are.
+    /// A PostgreSQL connection of its own, outside the pool, set up as the pool's are,
+    /// to the host in use.
     pub(crate) async fn connect_own(&self) -> Result<AnyConnection, StoreError> {
-        let mut conn = <AnyConnection as sqlx::Connection>::connect(&self.url).await?;
+        let mut conn = match &self.hosts {
+            Some(h) => h.connect().await?,
+            None => <AnyConnection as sqlx::Connection>::connect(&self.url).await?,
+        };
         conn.execute(POSTGRES_SETUP).await?;
         Ok(conn)
     }
@@ -291,7 +391,7 @@ impl Store {
         };
         let inner = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
+            Backend::Postgres => self.pooled(self.pool.begin()).await?,
         };
         Ok(Tx {
             inner,
@@ -332,7 +432,7 @@ impl Store {
 
     /// A pooled connection for reads.
     pub async fn conn(&self) -> Result<sqlx::pool::PoolConnection<Any>, StoreError> {
-        Ok(self.pool.acquire().await?)
+        self.pooled(self.pool.acquire()).await
     }
 
     /// Row-lock clause for `SELECT … FOR UPDATE`; SQLite already holds the write lock.
@@ -344,7 +444,14 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(reader) = &self.reader {
+            Box::pin(reader.close()).await;
+        }
         self.pool.close().await;
+        // The watcher sees the pool closed and lets its connection go.
+        if let Some(h) = &self.hosts {
+            h.suspect();
+        }
     }
 }
 

@@ -25,6 +25,11 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Our answer while the database is unavailable: the decline we give when we cannot
+/// decide in time (Lithic's `asa-response` has no result of its own for an issuer that
+/// is down; any result but `APPROVED` declines).
+const ASA_UNAVAILABLE: &str = ASA_UNAUTHORIZED_MERCHANT;
+
 /// The network message id of an ASA request: its transaction token.
 pub(super) fn message_id(token: &Token) -> String {
     format!("lithic:asa:{token}")
@@ -98,11 +103,26 @@ pub async fn asa(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -> R
         Err((e, token)) => return refuse(state, code, &e.to_string(), token.as_ref(), started),
     };
     let deadline = started + lithic.asa_budget;
-    let (kind, answer) = match answer(state, &lithic, &req, deadline).await {
+    // Within the budget whatever happens: a lookup stuck on a database that went away
+    // is declined like a decision that took too long.
+    let answered = tokio::time::timeout_at(deadline.into(), answer(state, &lithic, &req, deadline))
+        .await
+        .unwrap_or_else(|_| Err(ApiError::unavailable()));
+    let (kind, answer) = match answered {
         Ok(a) => a,
         // Refused for what the request holds: the same request would be refused again.
         Err(e) if e.slug == ErrorSlug::ValidationError => {
             return refuse(state, code, &e.message, Some(&req.token), started)
+        }
+        // No database (a failover under way): declined at once, within the budget. A 5xx
+        // would make Lithic retry and then decide without us, and nothing here can hold
+        // the card's funds.
+        Err(e) if e.slug == ErrorSlug::ServiceUnavailable => {
+            tracing::warn!(subprovider = %code, "ASA request while the database is unavailable; declined");
+            (
+                "unavailable",
+                json!({ "token": req.token.as_str(), "result": ASA_UNAVAILABLE }),
+            )
         }
         Err(e) => {
             // Lithic retries once after a 5xx, then decides without us.

@@ -124,9 +124,23 @@ impl LithicProvider {
                 }
             }
         }
-        let enrolment = {
+        let read = async {
             let mut conn = self.deps.store.conn().await?;
-            records::enrolment(&mut conn, &self.code).await?
+            records::enrolment(&mut conn, &self.code).await
+        };
+        let enrolment = match read.await {
+            Ok(enrolment) => enrolment,
+            // While the database is unavailable the last secrets read still verify
+            // Lithic's messages, so an ASA request is declined within its budget
+            // rather than refused unverified.
+            Err(e) if e.is_unavailable() => {
+                let cached = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
+                match cached.as_ref() {
+                    Some((_, secrets)) => return Ok(secrets.clone()),
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
         };
         let open = |sealed: &str| {
             self.deps
@@ -234,7 +248,11 @@ pub async fn verified(
     };
     let secrets = lithic.secrets().await.map_err(|e| {
         tracing::error!(subprovider = %code, error = %e, "cannot read the Lithic enrolment");
-        Reply::error(500, "internal error")
+        if e.is_unavailable() {
+            Reply::error(503, "the database is unavailable")
+        } else {
+            Reply::error(500, "internal error")
+        }
     })?;
     let Some(secrets) = secrets else {
         tracing::warn!(subprovider = %code, "a message from Lithic before `issuing admin provider enroll`: refused");

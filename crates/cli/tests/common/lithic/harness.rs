@@ -53,6 +53,16 @@ pub struct Lithic {
 impl Lithic {
     /// None when the backend is off (PostgreSQL skipped).
     pub async fn start(backend: Backend, extra: &str) -> Option<Lithic> {
+        Self::start_via(backend, extra, str::to_owned).await
+    }
+
+    /// Like `start`, the server reaching its database through the URL `via` makes of
+    /// the test database's (a proxy, several hosts).
+    pub async fn start_via(
+        backend: Backend,
+        extra: &str,
+        via: impl FnOnce(&str) -> String,
+    ) -> Option<Lithic> {
         let fake = FakeLithic::start().await;
         let catalog = catalog(&fake.base, extra);
         let mut keys = ProviderKeys::default();
@@ -68,7 +78,9 @@ impl Lithic {
             .unwrap(),
             ..ServerConfig::default()
         };
-        let t = TestServer::start_with(backend, config).await?;
+        let db = crate::common::TestDb::create(backend).await?;
+        let url = via(&db.url);
+        let t = TestServer::start_at(db, &url, None, config).await;
         issuing_app::provider::lithic::admin::enroll(
             &t.store, &t.master, &catalog, &keys, SUB, &t.base,
         )

@@ -42,10 +42,12 @@ impl std::fmt::Debug for Lane {
     }
 }
 
-/// The lane's connection, and whether a transaction is begun on it already.
+/// The lane's connection, whether a transaction is begun on it already, and the
+/// store's epoch when it was opened.
 struct Open {
     conn: AnyConnection,
     begun: bool,
+    epoch: u64,
 }
 
 impl Lane {
@@ -56,6 +58,11 @@ impl Lane {
         F: for<'c> FnOnce(BatchConn<'c>) -> BoxFuture<'c, Result<T, StoreError>>,
     {
         let mut own = self.0.lock().await;
+        let epoch = store.epoch();
+        // Opened before the database was lost or moved: surely broken, or on the old host.
+        if own.as_ref().is_some_and(|open| open.epoch != epoch) {
+            *own = None;
+        }
         let open = match own.as_mut() {
             Some(open) => open,
             None => {
@@ -63,7 +70,11 @@ impl Lane {
                 // Idle in its begun transaction between batches, by design.
                 conn.execute("SET idle_in_transaction_session_timeout = 0")
                     .await?;
-                own.insert(Open { conn, begun: false })
+                own.insert(Open {
+                    conn,
+                    begun: false,
+                    epoch,
+                })
             }
         };
         let (result, usable) = open.transaction(store.commits(), f).await;
@@ -123,7 +134,7 @@ impl Open {
         };
         // A statement's error leaves the connection usable, but one of the database's
         // own (a broken connection among them) drops it.
-        let usable = !matches!(failed, StoreError::Database(_))
+        let usable = !matches!(failed, StoreError::Database(_) | StoreError::Unavailable(_))
             && self.conn.execute("ROLLBACK; BEGIN").await.is_ok();
         self.begun = usable;
         (Err(failed), usable)
