@@ -222,6 +222,18 @@ fn metric(text: &str, name: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The metrics once `name` reads `value`, or after 10 s (the caller asserts).
+async fn metrics_once(url: &str, name: &str, value: u64) -> String {
+    let start = Instant::now();
+    loop {
+        let (_, text) = get(url).await;
+        if metric(&text, name) == Some(value) || start.elapsed() > Duration::from_secs(10) {
+            return text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outage_answers_503_and_the_service_comes_back_by_itself() {
     let Some(db) = postgres_db().await else {
@@ -255,7 +267,8 @@ async fn an_outage_answers_503_and_the_service_comes_back_by_itself() {
     proxy.cut();
     // The watcher notices within its heartbeat.
     wait_for_status(&format!("{base}/ready"), 503, Duration::from_secs(10)).await;
-    let (_, text) = get(&metrics).await;
+    // `/ready`'s own query can fail before the watcher's heartbeat marks the outage.
+    let text = metrics_once(&metrics, "issuing_database_unavailable", 1).await;
     assert_eq!(
         metric(&text, "issuing_database_unavailable"),
         Some(1),

@@ -236,7 +236,8 @@ impl Hosts {
     }
 }
 
-fn unavailable() -> StoreError {
+/// The one error of every call made while no host answers.
+pub(crate) fn unavailable() -> StoreError {
     StoreError::Unavailable("no PostgreSQL host answers".into())
 }
 

@@ -308,7 +308,7 @@ impl Store {
             return Ok(op.await?);
         };
         if h.unavailable() {
-            return Err(StoreError::Unavailable("no PostgreSQL host answers".into()));
+            return Err(hosts::unavailable());
         }
         tokio::select! {
             biased;
@@ -319,7 +319,7 @@ impl Store {
                 }
                 e
             }),
-            () = h.until_down() => Err(StoreError::Unavailable("no PostgreSQL host answers".into())),
+            () = h.until_down() => Err(hosts::unavailable()),
         }
     }
 
