@@ -88,6 +88,8 @@ export type ErrorSlug =
   | "amount_below_minimum" | "amount_above_maximum" | "currency_mismatch" | "subscription_limit_reached"
   | "subscription_inactive" | "invalid_transaction_state" | "internal_error" | "provider_error"
   | "topup_attempts_exceeded" | "not_ready" | "service_unavailable" | "unknown_error"
+  | "dispute_not_found" | "evidence_not_found" | "dispute_already_exists" | "transaction_not_disputable"
+  | "dispute_window_closed"
   | (string & {});
 
 /** A decimal string with 2 to 6 fractional digits, e.g. `"12.50"`. */
@@ -239,6 +241,8 @@ export interface CardTxData {
   decline?: Decline;
   /** The decision webhook's reason, when it gave one. */
   decision_reason?: string;
+  /** Only on a dispute's credit or debit (`type` `other`, `auth_type` `dispute`): the dispute. */
+  dispute_id?: string;
   [field: string]: unknown;
 }
 
@@ -356,6 +360,94 @@ export interface Subscription {
   [field: string]: unknown;
 }
 
+export type DisputeStatus =
+  | "submitted" | "representment" | "prearbitration" | "arbitration" | "won" | "lost" | "withdrawn"
+  | (string & {});
+
+export type DisputeReason =
+  | "atm_cash_misdispense" | "cancelled" | "duplicated" | "fraud_card_not_present" | "fraud_card_present"
+  | "fraud_other" | "goods_services_not_as_described" | "goods_services_not_received" | "incorrect_amount"
+  | "missing_auth" | "other" | "processing_error" | "recurring_transaction_not_cancelled" | "refund_not_processed"
+  | (string & {});
+
+/** `won_*` for `won`; `case_lost`, `network_rejected`, `past_filing_date`, `no_dispute_rights` for `lost`; `withdrawn`. */
+export type ResolutionReason =
+  | "won_first_chargeback" | "won_prearbitration" | "won_arbitration"
+  | "case_lost" | "network_rejected" | "past_filing_date" | "no_dispute_rights"
+  | "withdrawn"
+  | (string & {});
+
+export type EvidenceContentType = "application/pdf" | "image/png" | "image/jpeg";
+
+/** One status a dispute took (`timeline` is oldest first and only grows). */
+export interface TimelineEntry {
+  at: Timestamp;
+  status: DisputeStatus;
+  note: string | null;
+  [field: string]: unknown;
+}
+
+/** An evidence file's metadata (the answer of `disputes/evidence/add`, the items of `evidence`). */
+export interface Evidence {
+  evidence_id: string;
+  filename: string;
+  content_type: EvidenceContentType | (string & {});
+  /** Bytes, decoded. */
+  size: number;
+  /** Hex SHA-256 of the content. */
+  sha256: string;
+  created_at: Timestamp;
+  [field: string]: unknown;
+}
+
+/** An evidence file with its content (the answer of `disputes/evidence/get`). */
+export interface EvidenceFile extends Evidence {
+  dispute_id: string;
+  /** The file, standard padded base64 (`decodeBase64` gives the bytes). */
+  content: string;
+}
+
+export interface Dispute {
+  dispute_id: string;
+  transaction_id: string;
+  card_id: string;
+  external_user_id: string;
+  amount: Amount;
+  /** Always `"usdt"`. */
+  currency: string;
+  reason: DisputeReason;
+  customer_note: string | null;
+  status: DisputeStatus;
+  /** `null` until the dispute is final (`won`, `lost`, `withdrawn`). */
+  resolution_reason: ResolutionReason | null;
+  provisional_credit: boolean;
+  evidence: Evidence[];
+  timeline: TimelineEntry[];
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  /** `null` until the dispute is final. */
+  resolved_at: Timestamp | null;
+  [field: string]: unknown;
+}
+
+/** `data` of a `dispute.updated` event: the dispute without `timeline` and `evidence`. */
+export type DisputeEventData = Omit<Dispute, "timeline" | "evidence">;
+
+export interface DisputesFindQuery extends ListQuery {
+  dispute_id?: string | string[];
+  dispute_ids?: string | string[];
+  card_id?: string | string[];
+  card_ids?: string | string[];
+  transaction_id?: string | string[];
+  transaction_ids?: string | string[];
+  status?: DisputeStatus | DisputeStatus[];
+  statuses?: DisputeStatus | DisputeStatus[];
+  /** RFC 3339, `YYYY-MM-DD` or integer microseconds. */
+  created_from?: string | number;
+  /** RFC 3339, `YYYY-MM-DD` (the whole day) or integer microseconds. */
+  created_to?: string | number;
+}
+
 /** A webhook event: the envelope form (`event_type`, `data`) or a typed form (`type`). */
 export interface WebhookEvent {
   delivery_id: string;
@@ -470,6 +562,30 @@ export class IssuingClient {
   whDecisionGet(body?: Fields, options?: CallOptions): R<DecisionEndpoint>;
   whDecisionDelete(body?: Fields, options?: CallOptions): R<DecisionEndpoint>;
 
+  /** Needs an idempotency key: `idempotency_key` in the body or `options.idempotencyKey`. */
+  disputesCreate(
+    body: {
+      transaction_id: string;
+      reason: DisputeReason;
+      /** Default: all that is still disputable. */
+      amount?: AmountInput;
+      /** At most 5,000 characters. */
+      customer_note?: string;
+      provisional_credit?: boolean;
+      idempotency_key?: string;
+    } & Fields,
+    options?: CallOptions,
+  ): R<Dispute>;
+  disputesGet(body: { dispute_id: string } & Fields, options?: CallOptions): R<Dispute>;
+  disputesFind(body?: DisputesFindQuery, options?: CallOptions): R<Page<Dispute>>;
+  disputesWithdraw(body: { dispute_id: string } & Fields, options?: CallOptions): R<Dispute>;
+  /** At most 4 MiB decoded, 10 files per dispute. `content` as bytes is sent as base64. */
+  disputesEvidenceAdd(
+    body: { dispute_id: string; filename: string; content_type: EvidenceContentType; content: string | Uint8Array } & Fields,
+    options?: CallOptions,
+  ): R<Evidence>;
+  disputesEvidenceGet(body: { dispute_id: string; evidence_id: string } & Fields, options?: CallOptions): R<EvidenceFile>;
+
   simulateCardsAuth(
     body: { card_id: string; transactionAmount: AmountInput; merchant?: Fields; merchantCurrency?: string; merchantAmount?: AmountInput; network_message_id?: string } & Fields,
     options?: CallOptions,
@@ -486,6 +602,11 @@ export class IssuingClient {
     body: { amount: AmountInput; transaction_id?: string; from?: string } & Fields,
     options?: CallOptions,
   ): R<{ transaction_id: string; address: string; from: string; amount: string; credited: boolean; transfer_id: string | null; available: string; currency: string }>;
+  /** Sandbox: the network moves the dispute (`to`: `representment`, `prearbitration`, `arbitration`, `won` or `lost`). */
+  simulateDisputesAdvance(
+    body: { dispute_id: string; to: "representment" | "prearbitration" | "arbitration" | "won" | "lost" | (string & {}); resolution_reason?: ResolutionReason } & Fields,
+    options?: CallOptions,
+  ): R<Dispute>;
 }
 
 /** Method name → endpoint path. */

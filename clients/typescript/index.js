@@ -622,12 +622,31 @@ export class IssuingClient {
   /** @param {Fields} [body] @param {CallOptions} [o] */ whDecisionGet(body = {}, o) { return this.call("wh/decision/get", body, o); }
   /** @param {Fields} [body] @param {CallOptions} [o] */ whDecisionDelete(body = {}, o) { return this.call("wh/decision/delete", body, o); }
 
+  /** Idempotent: `idempotency_key` in the body or `o.idempotencyKey` (the header).
+   * @param {Fields} body @param {CallOptions} [o] */ disputesCreate(body, o) { return this.call("disputes/create", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ disputesGet(body, o) { return this.call("disputes/get", body, o); }
+  /** @param {Fields} [body] @param {CallOptions} [o] */ disputesFind(body = {}, o) { return this.call("disputes/find", body, o); }
+  /** @param {Fields} body @param {CallOptions} [o] */ disputesWithdraw(body, o) { return this.call("disputes/withdraw", body, o); }
+  /** `content` may be the file's bytes (a Uint8Array or Buffer): it is sent as standard
+   * padded base64. A string is sent as it is (already base64).
+   * @param {Fields} body @param {CallOptions} [o] */
+  disputesEvidenceAdd(body, o) {
+    if (isObject(body) && body.content instanceof Uint8Array) {
+      body = { ...body, content: Buffer.from(body.content).toString("base64") };
+    }
+    return this.call("disputes/evidence/add", body, o);
+  }
+  /** The answer's `content` is base64: `decodeBase64(answer.content)` gives the bytes.
+   * @param {Fields} body @param {CallOptions} [o] */ disputesEvidenceGet(body, o) { return this.call("disputes/evidence/get", body, o); }
+
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsAuth(body, o) { return this.call("simulate/cards/auth", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsClear(body, o) { return this.call("simulate/cards/clear", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsReversal(body, o) { return this.call("simulate/cards/reversal", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsRefund(body, o) { return this.call("simulate/cards/refund", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCards3ds(body, o) { return this.call("simulate/cards/3ds", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateProjectDeposit(body, o) { return this.call("simulate/project/deposit", body, o); }
+  /** Sandbox: plays the card network's move on a dispute.
+   * @param {Fields} body @param {CallOptions} [o] */ simulateDisputesAdvance(body, o) { return this.call("simulate/disputes/advance", body, o); }
 }
 
 /** Method name → endpoint path, for every endpoint of docs/api.md. */
@@ -674,12 +693,19 @@ export const ENDPOINTS = Object.freeze({
   whDecisionSet: "wh/decision/set",
   whDecisionGet: "wh/decision/get",
   whDecisionDelete: "wh/decision/delete",
+  disputesCreate: "disputes/create",
+  disputesGet: "disputes/get",
+  disputesFind: "disputes/find",
+  disputesWithdraw: "disputes/withdraw",
+  disputesEvidenceAdd: "disputes/evidence/add",
+  disputesEvidenceGet: "disputes/evidence/get",
   simulateCardsAuth: "simulate/cards/auth",
   simulateCardsClear: "simulate/cards/clear",
   simulateCardsReversal: "simulate/cards/reversal",
   simulateCardsRefund: "simulate/cards/refund",
   simulateCards3ds: "simulate/cards/3ds",
   simulateProjectDeposit: "simulate/project/deposit",
+  simulateDisputesAdvance: "simulate/disputes/advance",
 });
 
 /**

@@ -6,6 +6,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
@@ -110,6 +111,8 @@ class FakeServer {
     this.pollsUntilDone = 2;
     this.seen = new Set();
     this.users = new Map();
+    /** @type {Map<string, any>} */
+    this.disputes = new Map();
     this.server = http.createServer((req, res) => {
       const chunks = [];
       req.on("data", (c) => chunks.push(c));
@@ -205,10 +208,117 @@ class FakeServer {
         const done = this.orderPolls > this.pollsUntilDone;
         return this.ok(res, { order_id: req.order_id, status: done ? (req.order_id === "bad" ? "failed" : "completed") : "processing" });
       }
+      case "disputes/create":
+      case "disputes/get":
+      case "disputes/withdraw":
+      case "disputes/evidence/add":
+      case "disputes/evidence/get":
+      case "simulate/disputes/advance":
+        if (req.probe === undefined) return this.dispute(res, path, req, h.headers);
+        return this.ok(res, { echo: path });
       default:
         if (Object.values(ENDPOINTS).includes(path)) return this.ok(res, { echo: path });
         return this.error(res, 404, "not_found", "Not found", true);
     }
+  }
+
+  /**
+   * Disputes in the shapes of docs/api.md: one open dispute per transaction, evidence
+   * checked against its type's first bytes, final states refuse changes.
+   * @param {any} res @param {string} path @param {any} req @param {http.IncomingHttpHeaders} headers
+   */
+  dispute(res, path, req, headers) {
+    const now = "2026-11-29T04:00:00.000000Z";
+    const find = () => this.disputes.get(req.dispute_id);
+    const isFinal = (/** @type {any} */ d) => ["won", "lost", "withdrawn"].includes(d.status);
+    const moveTo = (/** @type {any} */ d, /** @type {string} */ to, /** @type {string | null} */ reason) => {
+      d.status = to;
+      d.updated_at = now;
+      if (reason !== null) {
+        d.resolution_reason = reason;
+        d.resolved_at = now;
+      }
+      d.timeline.push({ at: now, status: to, note: null });
+    };
+    switch (path) {
+      case "disputes/create": {
+        if (req.idempotency_key === undefined && headers["idempotency-key"] === undefined) {
+          return this.error(res, 400, "idempotency_key_required", "Idempotency key is required", true);
+        }
+        if (req.transaction_id === "missing") return this.error(res, 404, "transaction_not_found", "Transaction not found", true);
+        if (req.transaction_id === "old") return this.error(res, 422, "dispute_window_closed", "The dispute window has closed", true);
+        if ([...this.disputes.values()].some((d) => d.transaction_id === req.transaction_id && !isFinal(d))) {
+          return this.error(res, 409, "dispute_already_exists", "This transaction already has an open dispute", true);
+        }
+        const d = {
+          dispute_id: `d${String(this.disputes.size + 1).padStart(23, "0")}`,
+          transaction_id: req.transaction_id,
+          card_id: "c1",
+          external_user_id: "alice",
+          amount: req.amount ?? "32.00",
+          currency: "usdt",
+          reason: req.reason,
+          customer_note: req.customer_note ?? null,
+          status: "submitted",
+          resolution_reason: null,
+          provisional_credit: req.provisional_credit ?? false,
+          evidence: /** @type {any[]} */ ([]),
+          timeline: [{ at: now, status: "submitted", note: null }],
+          created_at: now,
+          updated_at: now,
+          resolved_at: null,
+        };
+        this.disputes.set(d.dispute_id, d);
+        return this.ok(res, d);
+      }
+      case "disputes/get": {
+        const d = find();
+        return d ? this.ok(res, d) : this.error(res, 404, "dispute_not_found", "Dispute not found", true);
+      }
+      case "disputes/withdraw": {
+        const d = find();
+        if (!d) return this.error(res, 404, "dispute_not_found", "Dispute not found", true);
+        if (isFinal(d)) return this.error(res, 422, "invalid_status_transition", "The dispute is final", true);
+        moveTo(d, "withdrawn", "withdrawn");
+        return this.ok(res, d);
+      }
+      case "simulate/disputes/advance": {
+        const d = find();
+        if (!d) return this.error(res, 404, "dispute_not_found", "Dispute not found", true);
+        if (isFinal(d)) return this.error(res, 422, "invalid_status_transition", "The dispute is final", true);
+        const reason = req.to === "won" ? (req.resolution_reason ?? "won_first_chargeback") : req.to === "lost" ? (req.resolution_reason ?? "case_lost") : null;
+        moveTo(d, req.to, reason);
+        return this.ok(res, d);
+      }
+      case "disputes/evidence/add": {
+        const d = find();
+        if (!d) return this.error(res, 404, "dispute_not_found", "Dispute not found", true);
+        if (isFinal(d)) return this.error(res, 422, "invalid_status_transition", "The dispute is final", true);
+        const bytes = Buffer.from(req.content, "base64");
+        if (req.content_type !== "application/pdf" || bytes.subarray(0, 5).toString("latin1") !== "%PDF-") {
+          return this.error(res, 400, "validation_error", "content does not match content_type", true);
+        }
+        const meta = {
+          evidence_id: `e${String(d.evidence.length + 1).padStart(23, "0")}`,
+          filename: req.filename,
+          content_type: req.content_type,
+          size: bytes.length,
+          sha256: createHash("sha256").update(bytes).digest("hex"),
+          created_at: now,
+        };
+        d.evidence.push({ ...meta, _content: req.content });
+        return this.ok(res, meta);
+      }
+      case "disputes/evidence/get": {
+        const d = find();
+        if (!d) return this.error(res, 404, "dispute_not_found", "Dispute not found", true);
+        const e = d.evidence.find((/** @type {any} */ x) => x.evidence_id === req.evidence_id);
+        if (!e) return this.error(res, 404, "evidence_not_found", "Evidence not found", true);
+        const { _content, ...meta } = e;
+        return this.ok(res, { ...meta, dispute_id: d.dispute_id, content: _content });
+      }
+    }
+    return this.error(res, 404, "not_found", "Not found", true);
   }
 }
 
@@ -335,9 +445,63 @@ describe("client against a fake server", () => {
     await assert.rejects(client.waitOrder("missing"), { slug: "order_not_found" });
   });
 
+  test("disputes: create with a key, evidence as bytes, withdraw, typed errors", async () => {
+    const dispute = await client.disputesCreate(
+      { transaction_id: "t1", reason: "goods_services_not_received", customer_note: "never arrived", provisional_credit: true },
+      { idempotencyKey: "dispute-t1" },
+    );
+    assert.equal(fake.requests.at(-1)?.path, "disputes/create");
+    assert.equal(fake.requests.at(-1)?.headers["idempotency-key"], "dispute-t1");
+    assert.equal(dispute.status, "submitted");
+    assert.equal(dispute.resolution_reason, null);
+    assert.equal(dispute.provisional_credit, true);
+    assert.deepEqual(dispute.timeline.map((/** @type {any} */ t) => t.status), ["submitted"]);
+
+    await assert.rejects(client.disputesCreate({ transaction_id: "t1", reason: "other", idempotency_key: "dispute-t1b" }), {
+      name: "IssuingError", status: 409, slug: "dispute_already_exists", path: "disputes/create",
+    });
+    await assert.rejects(client.disputesCreate({ transaction_id: "missing", reason: "other", idempotency_key: "k" }), { status: 404, slug: "transaction_not_found" });
+    await assert.rejects(client.disputesCreate({ transaction_id: "old", reason: "other", idempotency_key: "k2" }), { status: 422, slug: "dispute_window_closed" });
+    await assert.rejects(client.disputesGet({ dispute_id: "nope" }), { status: 404, slug: "dispute_not_found" });
+
+    // Bytes go out as standard padded base64 and come back byte for byte.
+    const pdf = new Uint8Array(Buffer.from("%PDF-1.4\n\xff\xfe receipt", "latin1"));
+    const meta = await client.disputesEvidenceAdd({ dispute_id: dispute.dispute_id, filename: "receipt.pdf", content_type: "application/pdf", content: pdf });
+    assert.equal(fake.requests.at(-1)?.req.content, Buffer.from(pdf).toString("base64"));
+    assert.equal(meta.size, pdf.length);
+    assert.equal(meta.sha256, createHash("sha256").update(pdf).digest("hex"));
+    const file = await client.disputesEvidenceGet({ dispute_id: dispute.dispute_id, evidence_id: meta.evidence_id });
+    assert.equal(file.dispute_id, dispute.dispute_id);
+    assert.deepEqual(decodeBase64(file.content), pdf);
+    await assert.rejects(client.disputesEvidenceGet({ dispute_id: dispute.dispute_id, evidence_id: "nope" }), { status: 404, slug: "evidence_not_found" });
+    // A string is sent as it is: the caller's own base64.
+    await assert.rejects(
+      client.disputesEvidenceAdd({ dispute_id: dispute.dispute_id, filename: "x.png", content_type: "image/png", content: Buffer.from("%PDF-").toString("base64") }),
+      { status: 400, slug: "validation_error" },
+    );
+
+    const withdrawn = await client.disputesWithdraw({ dispute_id: dispute.dispute_id });
+    assert.equal(withdrawn.status, "withdrawn");
+    assert.equal(withdrawn.resolution_reason, "withdrawn");
+    assert.deepEqual(withdrawn.timeline.map((/** @type {any} */ t) => t.status), ["submitted", "withdrawn"]);
+    await assert.rejects(client.disputesWithdraw({ dispute_id: dispute.dispute_id }), { status: 422, slug: "invalid_status_transition" });
+    await assert.rejects(
+      client.disputesEvidenceAdd({ dispute_id: dispute.dispute_id, filename: "r.pdf", content_type: "application/pdf", content: pdf }),
+      { status: 422, slug: "invalid_status_transition" },
+    );
+
+    // A final dispute frees its transaction; the sandbox plays the network.
+    const again = await client.disputesCreate({ transaction_id: "t1", reason: "fraud_card_not_present", idempotency_key: "dispute-t1c" });
+    const moved = await client.simulateDisputesAdvance({ dispute_id: again.dispute_id, to: "representment" });
+    assert.equal(moved.status, "representment");
+    const won = await client.simulateDisputesAdvance({ dispute_id: again.dispute_id, to: "won", resolution_reason: "won_arbitration" });
+    assert.equal(won.resolution_reason, "won_arbitration");
+    assert.deepEqual(fake.requests.at(-1)?.req, { request_timestamp: fake.requests.at(-1)?.req.request_timestamp, dispute_id: again.dispute_id, to: "won", resolution_reason: "won_arbitration" });
+  });
+
   test("every endpoint has its method, calling its path", async () => {
     const paths = Object.values(ENDPOINTS);
-    assert.equal(paths.length, 48);
+    assert.equal(paths.length, 55);
     for (const [method, path] of Object.entries(ENDPOINTS)) {
       assert.equal(typeof (/** @type {any} */ (client)[method]), "function", method);
       if (path === "orders/check" || path.startsWith("users/")) continue;
