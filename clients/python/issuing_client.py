@@ -217,12 +217,19 @@ ENDPOINTS = {
     "wh_decision_set": "wh/decision/set",
     "wh_decision_get": "wh/decision/get",
     "wh_decision_delete": "wh/decision/delete",
+    "disputes_create": "disputes/create",
+    "disputes_get": "disputes/get",
+    "disputes_find": "disputes/find",
+    "disputes_withdraw": "disputes/withdraw",
+    "disputes_evidence_add": "disputes/evidence/add",
+    "disputes_evidence_get": "disputes/evidence/get",
     "simulate_cards_auth": "simulate/cards/auth",
     "simulate_cards_clear": "simulate/cards/clear",
     "simulate_cards_reversal": "simulate/cards/reversal",
     "simulate_cards_refund": "simulate/cards/refund",
     "simulate_cards_3ds": "simulate/cards/3ds",
     "simulate_project_deposit": "simulate/project/deposit",
+    "simulate_disputes_advance": "simulate/disputes/advance",
 }
 
 
@@ -233,6 +240,24 @@ def _endpoint(path: str):
 
     method.__doc__ = (f"POST ``{path}``: fields as a dict and/or keywords. Returns the success "
                       "body; raises IssuingApiError for an API error (see docs/api.md).")
+    return method
+
+
+def _evidence_endpoint(path: str):
+    """Like :func:`_endpoint`, and a ``content`` given as bytes is sent as standard padded
+    base64 (a string is sent as it is: already base64)."""
+    def method(self, fields: Optional[Dict[str, Any]] = None, /, *,
+               idempotency_key: Optional[str] = None, **kwargs: Any) -> Dict[str, Any]:
+        merged: Dict[str, Any] = dict(fields or {})
+        merged.update(kwargs)
+        content = merged.get("content")
+        if isinstance(content, (bytes, bytearray, memoryview)):
+            merged["content"] = base64.b64encode(bytes(content)).decode("ascii")
+        return self.invoke(path, merged, idempotency_key=idempotency_key)
+
+    method.__doc__ = (f"POST ``{path}``: fields as a dict and/or keywords; ``content`` as bytes "
+                      "or base64 text. Returns the success body; raises IssuingApiError for an "
+                      "API error (see docs/api.md).")
     return method
 
 
@@ -403,12 +428,23 @@ class Client:
     wh_decision_set = _endpoint("wh/decision/set")
     wh_decision_get = _endpoint("wh/decision/get")
     wh_decision_delete = _endpoint("wh/decision/delete")
+    # Needs an idempotency key: ``idempotency_key=`` (the header) or the field.
+    disputes_create = _endpoint("disputes/create")
+    disputes_get = _endpoint("disputes/get")
+    disputes_find = _endpoint("disputes/find")
+    disputes_withdraw = _endpoint("disputes/withdraw")
+    # At most 4 MiB decoded, 10 files per dispute; ``content`` may be the file's bytes.
+    disputes_evidence_add = _evidence_endpoint("disputes/evidence/add")
+    # The answer's ``content`` is base64: ``base64.b64decode(answer["content"])``.
+    disputes_evidence_get = _endpoint("disputes/evidence/get")
     simulate_cards_auth = _endpoint("simulate/cards/auth")
     simulate_cards_clear = _endpoint("simulate/cards/clear")
     simulate_cards_reversal = _endpoint("simulate/cards/reversal")
     simulate_cards_refund = _endpoint("simulate/cards/refund")
     simulate_cards_3ds = _endpoint("simulate/cards/3ds")
     simulate_project_deposit = _endpoint("simulate/project/deposit")
+    # Sandbox: the network moves a dispute (``to``, optional ``resolution_reason``).
+    simulate_disputes_advance = _endpoint("simulate/disputes/advance")
 
     def open_webhook(self, api_key_header: Optional[str], body: bytes) -> Dict[str, Any]:
         """Open a webhook delivery or a decision request: ``api_key_header`` is its

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import os
@@ -42,6 +43,7 @@ class FakeServer:
     def __init__(self):
         self.key = derive_key(API_SECRET)
         self.users = []  # newest first
+        self.disputes = {}
         self.requests = []  # (path, headers, plaintext dict)
         self.quirks = set()
         fake = self
@@ -139,8 +141,70 @@ class FakeServer:
             done = self.order_polls > getattr(self, "polls_until_done", 2)
             return self.ok(h, {"order_id": req.get("order_id"),
                                "status": "completed" if done else "processing"})
+        if (p.startswith("disputes/") or p == "simulate/disputes/advance") and "probe" not in req:
+            return self.dispute(h, p, req)
         if p in issuing_client.ENDPOINTS.values():
             return self.ok(h, {"echo": p})
+        return self.error(h, 404, "not_found", "Unknown endpoint", True)
+
+    def dispute(self, h, p, req):
+        """Disputes in the shapes of docs/api.md: one open dispute per transaction,
+        evidence checked against its type's first bytes, final states refuse changes."""
+        now = "2026-11-29T04:00:00.000000Z"
+        final = ("won", "lost", "withdrawn")
+
+        def move(d, to, reason):
+            d.update(status=to, updated_at=now)
+            if reason is not None:
+                d.update(resolution_reason=reason, resolved_at=now)
+            d["timeline"].append({"at": now, "status": to, "note": None})
+
+        if p == "disputes/create":
+            if "idempotency_key" not in req and h.headers.get("Idempotency-Key") is None:
+                return self.error(h, 400, "idempotency_key_required", "Idempotency key is required", True)
+            if req["transaction_id"] == "pending":
+                return self.error(h, 422, "transaction_not_disputable", "The transaction never settled", True)
+            if any(d["transaction_id"] == req["transaction_id"] and d["status"] not in final
+                   for d in self.disputes.values()):
+                return self.error(h, 409, "dispute_already_exists", "This transaction already has an open dispute", True)
+            d = {"dispute_id": f"d{len(self.disputes) + 1:023d}", "transaction_id": req["transaction_id"],
+                 "card_id": "c1", "external_user_id": "alice", "amount": req.get("amount", "32.00"),
+                 "currency": "usdt", "reason": req["reason"], "customer_note": req.get("customer_note"),
+                 "status": "submitted", "resolution_reason": None,
+                 "provisional_credit": req.get("provisional_credit", False), "evidence": [],
+                 "timeline": [{"at": now, "status": "submitted", "note": None}],
+                 "created_at": now, "updated_at": now, "resolved_at": None}
+            self.disputes[d["dispute_id"]] = d
+            return self.ok(h, d)
+        d = self.disputes.get(req.get("dispute_id"))
+        if d is None:
+            return self.error(h, 404, "dispute_not_found", "Dispute not found", True)
+        if p == "disputes/get":
+            return self.ok(h, d)
+        if p == "disputes/evidence/get":
+            for e in d["evidence"]:
+                if e["evidence_id"] == req.get("evidence_id"):
+                    meta = {k: v for k, v in e.items() if k != "_content"}
+                    return self.ok(h, {**meta, "dispute_id": d["dispute_id"], "content": e["_content"]})
+            return self.error(h, 404, "evidence_not_found", "Evidence not found", True)
+        if d["status"] in final:
+            return self.error(h, 422, "invalid_status_transition", "The dispute is final", True)
+        if p == "disputes/withdraw":
+            move(d, "withdrawn", "withdrawn")
+            return self.ok(h, d)
+        if p == "simulate/disputes/advance":
+            default = {"won": "won_first_chargeback", "lost": "case_lost"}.get(req["to"])
+            move(d, req["to"], req.get("resolution_reason", default) if default else None)
+            return self.ok(h, d)
+        if p == "disputes/evidence/add":
+            raw = base64.b64decode(req["content"], validate=True)
+            if req["content_type"] != "application/pdf" or not raw.startswith(b"%PDF-"):
+                return self.error(h, 400, "validation_error", "content does not match content_type", True)
+            meta = {"evidence_id": f"e{len(d['evidence']) + 1:023d}", "filename": req["filename"],
+                    "content_type": req["content_type"], "size": len(raw),
+                    "sha256": hashlib.sha256(raw).hexdigest(), "created_at": now}
+            d["evidence"].append({**meta, "_content": req["content"]})
+            return self.ok(h, meta)
         return self.error(h, 404, "not_found", "Unknown endpoint", True)
 
 
@@ -277,7 +341,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 48)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 55)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue
@@ -291,6 +355,65 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(self.client.users_get({"external_user_id": "m1"})["user_id"], user["user_id"])
         self.client.cards_topup(card_id="c", amount="25", idempotency_key="k-1")
         self.assertEqual(self.server.requests[-1][1]["Idempotency-Key"], "k-1")
+
+    def test_disputes(self):
+        c = self.client
+        dispute = c.disputes_create(transaction_id="t1", reason="goods_services_not_received",
+                                    customer_note="never arrived", provisional_credit=True,
+                                    idempotency_key="dispute-t1")
+        path, headers, req = self.server.requests[-1]
+        self.assertEqual((path, headers["Idempotency-Key"]), ("/api/v2/disputes/create", "dispute-t1"))
+        self.assertEqual((dispute["status"], dispute["resolution_reason"], dispute["provisional_credit"]),
+                         ("submitted", None, True))
+        self.assertEqual([t["status"] for t in dispute["timeline"]], ["submitted"])
+
+        for fields, status, slug in (
+                ({"transaction_id": "t1", "reason": "other", "idempotency_key": "k1"}, 409, "dispute_already_exists"),
+                ({"transaction_id": "pending", "reason": "other", "idempotency_key": "k2"}, 422, "transaction_not_disputable"),
+                ({"transaction_id": "t2", "reason": "other"}, 400, "idempotency_key_required")):
+            with self.assertRaises(IssuingApiError) as cm:
+                c.disputes_create(fields)
+            self.assertEqual((cm.exception.status, cm.exception.slug, cm.exception.path),
+                             (status, slug, "disputes/create"))
+        with self.assertRaises(IssuingApiError) as cm:
+            c.disputes_get(dispute_id="nope")
+        self.assertEqual((cm.exception.status, cm.exception.slug), (404, "dispute_not_found"))
+
+        # Bytes go out as standard padded base64 and come back byte for byte.
+        pdf = b"%PDF-1.4\n\xff\xfe receipt"
+        meta = c.disputes_evidence_add(dispute_id=dispute["dispute_id"], filename="receipt.pdf",
+                                       content_type="application/pdf", content=pdf)
+        self.assertEqual(self.server.requests[-1][2]["content"], base64.b64encode(pdf).decode())
+        self.assertEqual((meta["size"], meta["sha256"]), (len(pdf), hashlib.sha256(pdf).hexdigest()))
+        got = c.disputes_evidence_get({"dispute_id": dispute["dispute_id"], "evidence_id": meta["evidence_id"]})
+        self.assertEqual((got["dispute_id"], base64.b64decode(got["content"])), (dispute["dispute_id"], pdf))
+        with self.assertRaises(IssuingApiError) as cm:
+            c.disputes_evidence_get(dispute_id=dispute["dispute_id"], evidence_id="nope")
+        self.assertEqual((cm.exception.status, cm.exception.slug), (404, "evidence_not_found"))
+        # A string is sent as it is: the caller's own base64.
+        with self.assertRaises(IssuingApiError) as cm:
+            c.disputes_evidence_add(dispute_id=dispute["dispute_id"], filename="x.png",
+                                    content_type="image/png", content=base64.b64encode(b"%PDF-").decode())
+        self.assertEqual((cm.exception.status, cm.exception.slug), (400, "validation_error"))
+
+        withdrawn = c.disputes_withdraw(dispute_id=dispute["dispute_id"])
+        self.assertEqual((withdrawn["status"], withdrawn["resolution_reason"]), ("withdrawn", "withdrawn"))
+        self.assertEqual([t["status"] for t in withdrawn["timeline"]], ["submitted", "withdrawn"])
+        for call in (lambda: c.disputes_withdraw(dispute_id=dispute["dispute_id"]),
+                     lambda: c.disputes_evidence_add(dispute_id=dispute["dispute_id"], filename="r.pdf",
+                                                     content_type="application/pdf", content=pdf)):
+            with self.assertRaises(IssuingApiError) as cm:
+                call()
+            self.assertEqual((cm.exception.status, cm.exception.slug), (422, "invalid_status_transition"))
+
+        # A final dispute frees its transaction; the sandbox plays the network.
+        again = c.disputes_create(transaction_id="t1", reason="fraud_card_not_present", idempotency_key="k3")
+        self.assertEqual(c.simulate_disputes_advance(dispute_id=again["dispute_id"], to="prearbitration")["status"],
+                         "prearbitration")
+        lost = c.simulate_disputes_advance(dispute_id=again["dispute_id"], to="lost",
+                                           resolution_reason="network_rejected")
+        self.assertEqual((lost["status"], lost["resolution_reason"]), ("lost", "network_rejected"))
+        self.assertEqual(self.server.requests[-1][0], "/api/v2/simulate/disputes/advance")
 
     def test_decision_answers_and_requests(self):
         key = issuing_client.derive_key(API_SECRET)
