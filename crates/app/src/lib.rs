@@ -15,6 +15,7 @@
 pub mod batch_writer;
 pub mod config;
 pub mod deposits;
+pub mod disputes;
 pub mod flows;
 pub mod idempotency;
 pub mod ledger_check;

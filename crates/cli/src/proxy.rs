@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 
 /// Largest request body the proxy reads.
-const MAX_BODY_BYTES: usize = 1024 * 1024;
+// Evidence files (disputes/evidence/add) travel in bodies of up to 8 MiB.
+const MAX_BODY_BYTES: usize = 9 * 1024 * 1024;
 /// Largest answer of a plain (unsealed) forward such as `/openapi.json`.
 const MAX_PLAIN_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 /// Requests forwarded at once; more wait for a slot.

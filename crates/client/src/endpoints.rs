@@ -131,6 +131,18 @@ endpoint_table! {
         "Deletes a rule";
     "rules/results": RulesResults => Page<RuleResult>, key = false, sandbox = false,
         "Every match of an active or shadow rule, newest first";
+    "disputes/create": DisputesCreate => Dispute, key = true, sandbox = false,
+        "Disputes a settled card transaction";
+    "disputes/get": DisputeRef => Dispute, key = false, sandbox = false,
+        "Reads a dispute with its timeline and evidence";
+    "disputes/find": DisputesFind => Page<Dispute>, key = false, sandbox = false,
+        "Searches the project's disputes, newest first";
+    "disputes/withdraw": DisputeRef => Dispute, key = false, sandbox = false,
+        "Withdraws a dispute that is not final";
+    "disputes/evidence/add": DisputesEvidenceAdd => Evidence, key = false, sandbox = false,
+        "Adds an evidence file (PDF, PNG or JPEG, at most 4 MiB) to an open dispute";
+    "disputes/evidence/get": DisputesEvidenceGet => EvidenceFile, key = false, sandbox = false,
+        "Reads an evidence file with its content";
     "orders/check": OrdersCheck => Order, key = false, sandbox = false,
         "Reads an order";
     "wh/subscribe": WhSubscribe => Subscription, key = false, sandbox = false,
@@ -161,6 +173,8 @@ endpoint_table! {
         "Sandbox: a 3-D Secure challenge of a purchase";
     "simulate/project/deposit": SimulateProjectDeposit => SimulatedDeposit, key = false, sandbox = true,
         "Sandbox: a confirmed USDT TRC20 deposit to the project's address";
+    "simulate/disputes/advance": SimulateDisputesAdvance => Dispute, key = false, sandbox = true,
+        "Sandbox: the network moves a dispute";
 }
 
 impl Client {
@@ -544,6 +558,82 @@ impl Client {
         request: &SimulateProjectDeposit,
     ) -> Result<SimulatedDeposit, ClientError> {
         self.typed("simulate/project/deposit", request, None, Retry::Never)
+            .await
+    }
+
+    /// `disputes/create`: disputes a settled card transaction for its cardholder.
+    /// `idempotency_key` is sent as the `Idempotency-Key` header on every attempt, so a
+    /// retry after a lost answer never opens a second dispute.
+    pub async fn disputes_create(
+        &self,
+        request: &DisputesCreate,
+        idempotency_key: &str,
+    ) -> Result<Dispute, ClientError> {
+        self.typed(
+            "disputes/create",
+            request,
+            Some(idempotency_key),
+            Retry::Safe,
+        )
+        .await
+    }
+
+    /// `disputes/get`: a dispute with its timeline and evidence metadata.
+    pub async fn disputes_get(&self, dispute_id: &str) -> Result<Dispute, ClientError> {
+        let request = DisputeRef {
+            dispute_id: dispute_id.to_owned(),
+        };
+        self.typed("disputes/get", &request, None, Retry::Safe)
+            .await
+    }
+
+    /// `disputes/find`: the project's disputes, newest first.
+    pub async fn disputes_find(
+        &self,
+        request: &DisputesFind,
+    ) -> Result<Page<Dispute>, ClientError> {
+        self.typed("disputes/find", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `disputes/withdraw`: gives up a dispute that is not final (not retried).
+    pub async fn disputes_withdraw(&self, dispute_id: &str) -> Result<Dispute, ClientError> {
+        let request = DisputeRef {
+            dispute_id: dispute_id.to_owned(),
+        };
+        self.typed("disputes/withdraw", &request, None, Retry::Never)
+            .await
+    }
+
+    /// `disputes/evidence/add`: an evidence file for an open dispute (not retried).
+    pub async fn disputes_evidence_add(
+        &self,
+        request: &DisputesEvidenceAdd,
+    ) -> Result<Evidence, ClientError> {
+        self.typed("disputes/evidence/add", request, None, Retry::Never)
+            .await
+    }
+
+    /// `disputes/evidence/get`: an evidence file with its content (base64).
+    pub async fn disputes_evidence_get(
+        &self,
+        dispute_id: &str,
+        evidence_id: &str,
+    ) -> Result<EvidenceFile, ClientError> {
+        let request = DisputesEvidenceGet {
+            dispute_id: dispute_id.to_owned(),
+            evidence_id: evidence_id.to_owned(),
+        };
+        self.typed("disputes/evidence/get", &request, None, Retry::Safe)
+            .await
+    }
+
+    /// `simulate/disputes/advance`: Sandbox: the network moves a dispute (not retried).
+    pub async fn simulate_disputes_advance(
+        &self,
+        request: &SimulateDisputesAdvance,
+    ) -> Result<Dispute, ClientError> {
+        self.typed("simulate/disputes/advance", request, None, Retry::Never)
             .await
     }
 

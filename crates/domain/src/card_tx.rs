@@ -8,6 +8,8 @@ pub enum TxKind {
     Auth,
     Reversal,
     Refund,
+    /// A dispute's movement on the card (CONTRACT §15): a credit or a taken-back credit.
+    Other,
 }
 
 impl TxKind {
@@ -16,13 +18,19 @@ impl TxKind {
             TxKind::Auth => "auth",
             TxKind::Reversal => "reversal",
             TxKind::Refund => "refund",
+            TxKind::Other => "other",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [TxKind::Auth, TxKind::Reversal, TxKind::Refund]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            TxKind::Auth,
+            TxKind::Reversal,
+            TxKind::Refund,
+            TxKind::Other,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 

@@ -25,6 +25,10 @@ pub enum AccountKind {
     /// What the project owes: a real network's clearing the card and the master balance
     /// could not pay. Never positive; the wire's master balance is master + debt.
     Debt,
+    /// What the project fronts for its cardholders' disputes (CONTRACT §15): provisional
+    /// credits leave it, the network's payment of a won dispute and a taken-back credit
+    /// return to it. Negative while credits are outstanding.
+    Dispute,
 }
 
 impl AccountKind {
@@ -38,6 +42,7 @@ impl AccountKind {
             AccountKind::DepositSource => "deposit_source",
             AccountKind::Network => "network",
             AccountKind::Debt => "debt",
+            AccountKind::Dispute => "dispute",
         }
     }
 
@@ -51,6 +56,7 @@ impl AccountKind {
             AccountKind::DepositSource,
             AccountKind::Network,
             AccountKind::Debt,
+            AccountKind::Dispute,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -59,7 +65,10 @@ impl AccountKind {
     pub const fn may_go_negative(self) -> bool {
         matches!(
             self,
-            AccountKind::DepositSource | AccountKind::Network | AccountKind::Debt
+            AccountKind::DepositSource
+                | AccountKind::Network
+                | AccountKind::Debt
+                | AccountKind::Dispute
         )
     }
 }
@@ -84,6 +93,16 @@ pub enum TransferKind {
     /// What a real network's clearing or force post took beyond the card's funds: from
     /// the master balance, and what that lacked from the project's debt.
     CardShortfall,
+    /// A dispute's credit to the card: a provisional credit (from the dispute account)
+    /// or a won dispute's without one (from the network).
+    DisputeCredit,
+    /// A provisional credit taken back from the card after a lost or withdrawn dispute.
+    DisputeDebit,
+    /// What a taken-back credit found missing on the card: from the master balance, then
+    /// the project's debt.
+    DisputeShortfall,
+    /// The network pays a won dispute back to the dispute account that fronted it.
+    DisputeWon,
 }
 
 impl TransferKind {
@@ -100,6 +119,10 @@ impl TransferKind {
             TransferKind::CardSpend => "card_spend",
             TransferKind::CardRefund => "card_refund",
             TransferKind::CardShortfall => "card_shortfall",
+            TransferKind::DisputeCredit => "dispute_credit",
+            TransferKind::DisputeDebit => "dispute_debit",
+            TransferKind::DisputeShortfall => "dispute_shortfall",
+            TransferKind::DisputeWon => "dispute_won",
         }
     }
 }

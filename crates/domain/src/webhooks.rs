@@ -29,6 +29,7 @@ pub const EVENT_TYPES: &[(&str, PayloadForm)] = &[
     ("card.unfreeze", PayloadForm::Envelope),
     ("card.close", PayloadForm::Envelope),
     ("card.details_viewed", PayloadForm::Envelope),
+    ("dispute.updated", PayloadForm::Envelope),
     ("card_transaction", PayloadForm::Typed),
     ("card_otp", PayloadForm::Typed),
     ("card_3ds", PayloadForm::Typed),

@@ -8,9 +8,10 @@ use crate::OpenError;
 ///
 /// The input comes straight from untrusted HTTP bodies; bounding it here keeps
 /// a single request from forcing a large allocation and a long decrypt before
-/// it can be rejected. Request bodies are small JSON documents, so 4 MiB leaves
-/// ample headroom.
-pub const MAX_ENCODED_LEN: usize = 4 * 1024 * 1024;
+/// it can be rejected. The largest envelopes are a dispute's evidence file (4 MiB,
+/// base64 in JSON, sealed, base64 again: under 7.5 MiB) going in and coming back;
+/// every other endpoint's body limit is far below this one.
+pub const MAX_ENCODED_LEN: usize = 8 * 1024 * 1024;
 
 // Clients in the wild send padded and unpadded, standard and URL-safe base64;
 // being lenient here costs nothing because authenticity comes from the MAC.

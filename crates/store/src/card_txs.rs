@@ -54,6 +54,11 @@ pub struct CardTxRecord {
     /// `decision_on_timeout`.
     pub decision_deadline: Option<i64>,
     pub decision_on_timeout: Option<String>,
+    /// The dispute a card-side dispute movement (`tx_kind` `other`) belongs to.
+    pub dispute_id: Option<String>,
+    /// When the transaction first settled (its clearing, or a force post's creation);
+    /// written by the store, never by a flow.
+    pub settled_at: Option<i64>,
 }
 
 /// `decision_state` while the decision webhook is being asked.
@@ -104,6 +109,8 @@ pub(crate) fn from_row(r: &AnyRow) -> Result<CardTxRecord, StoreError> {
         decision_state: r.try_get("decision_state")?,
         decision_deadline: r.try_get("decision_deadline")?,
         decision_on_timeout: r.try_get("decision_on_timeout")?,
+        dispute_id: r.try_get("dispute_id")?,
+        settled_at: r.try_get("settled_at")?,
     })
 }
 
@@ -112,9 +119,10 @@ pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError>
         "INSERT INTO card_transactions (id, project_id, card_id, tx_kind, status, tx_type, auth_amount, \
          held, card_amount, cleared, refunded, original_transaction_id, merchant, merchant_currency, \
          merchant_amount, failure_reason, hold_expires_at, created_at, updated_at, mcc, counted_amount, \
-         counts, decline, decision_reason, decision_state, decision_deadline, decision_on_timeout) \
+         counts, decline, decision_reason, decision_state, decision_deadline, decision_on_timeout, \
+         dispute_id, settled_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-         $20, $21, $22, $23, $24, $25, $26, $27)",
+         $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
     )
     .bind(&t.id)
     .bind(&t.project_id)
@@ -143,10 +151,17 @@ pub async fn insert(conn: &mut Conn, t: &CardTxRecord) -> Result<(), StoreError>
     .bind(&t.decision_state)
     .bind(t.decision_deadline)
     .bind(&t.decision_on_timeout)
+    .bind(&t.dispute_id)
+    .bind(settled_at(t))
     .execute(&mut *conn)
     .await
     .map_err(StoreError::from_write)?;
     Ok(())
+}
+
+/// A new row settled at birth (a force post) settled when it was created.
+fn settled_at(t: &CardTxRecord) -> Option<i64> {
+    (t.cleared > 0).then_some(t.created_at)
 }
 
 /// The `INSERT` head of `insert_many`'s rows, in `row`'s order.
@@ -154,7 +169,7 @@ const INSERT_HEAD: &str = "INSERT INTO card_transactions (id, project_id, card_i
      tx_type, auth_amount, held, card_amount, cleared, refunded, original_transaction_id, merchant, \
      merchant_currency, merchant_amount, failure_reason, hold_expires_at, created_at, updated_at, mcc, \
      counted_amount, counts, decline, decision_reason, decision_state, decision_deadline, \
-     decision_on_timeout)";
+     decision_on_timeout, dispute_id, settled_at)";
 
 /// Adds new transactions to `inserts` (a batch writer's), as `insert` writes one.
 pub fn insert_many(inserts: &mut crate::query::Inserts, txs: &[CardTxRecord]) {
@@ -190,6 +205,8 @@ pub fn insert_many(inserts: &mut crate::query::Inserts, txs: &[CardTxRecord]) {
                 Cell::Text(t.decision_state.clone()),
                 Cell::Int(t.decision_deadline),
                 Cell::Text(t.decision_on_timeout.clone()),
+                Cell::Text(t.dispute_id.clone()),
+                Cell::Int(settled_at(t)),
             ]
         })
         .collect();
@@ -279,7 +296,8 @@ pub async fn update(
         "UPDATE card_transactions SET tx_kind = $1, status = $2, tx_type = $3, held = $4, \
          card_amount = $5, cleared = $6, refunded = $7, failure_reason = $8, hold_expires_at = $9, \
          updated_at = $10, counted_amount = $18, counts = $19, decline = $20, decision_reason = $21, \
-         decision_state = $22 \
+         decision_state = $22, \
+         settled_at = CASE WHEN settled_at IS NULL AND $6 > 0 THEN $10 ELSE settled_at END \
          WHERE id = $11 AND project_id = $12 AND tx_kind = $13 AND status = $14 AND held = $15 \
          AND cleared = $16 AND refunded = $17 AND COALESCE(decision_state, '') = $23",
     )

@@ -23,6 +23,7 @@ pub mod controls;
 mod db;
 pub mod deliveries;
 pub mod deposit_addresses;
+pub mod disputes;
 mod error;
 pub mod events;
 pub mod group_commit;

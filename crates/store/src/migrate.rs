@@ -146,6 +146,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0022_reveal_sessions.sql"),
         postgres: include_str!("../migrations/postgres/0022_reveal_sessions.sql"),
     },
+    Migration {
+        version: 23,
+        name: "disputes",
+        sqlite: include_str!("../migrations/sqlite/0023_disputes.sql"),
+        postgres: include_str!("../migrations/postgres/0023_disputes.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

@@ -48,9 +48,12 @@ pub enum ErrorSlug {
     TransactionNotFound,
     RuleNotFound,
     DecisionWebhookNotFound,
+    DisputeNotFound,
+    EvidenceNotFound,
     // Conflicts.
     UserAlreadyExists,
     CardholderAlreadyExists,
+    DisputeAlreadyExists,
     // Business rules.
     CardNotActive,
     CardUserMismatch,
@@ -69,6 +72,8 @@ pub enum ErrorSlug {
     SubscriptionInactive,
     InvalidTransactionState,
     RuleLimitReached,
+    TransactionNotDisputable,
+    DisputeWindowClosed,
     // Server side.
     InternalError,
     ProviderError,
@@ -139,6 +144,11 @@ impl ErrorSlug {
             InvalidTransactionState => "invalid_transaction_state",
             RuleNotFound => "rule_not_found",
             DecisionWebhookNotFound => "decision_webhook_not_found",
+            DisputeNotFound => "dispute_not_found",
+            EvidenceNotFound => "evidence_not_found",
+            DisputeAlreadyExists => "dispute_already_exists",
+            TransactionNotDisputable => "transaction_not_disputable",
+            DisputeWindowClosed => "dispute_window_closed",
             RuleLimitReached => "rule_limit_reached",
             InternalError => "internal_error",
             ProviderError => "provider_error",
@@ -186,8 +196,10 @@ impl ErrorSlug {
             | DeliveryNotFound
             | TransactionNotFound
             | RuleNotFound
-            | DecisionWebhookNotFound => 404,
-            UserAlreadyExists | CardholderAlreadyExists => 409,
+            | DecisionWebhookNotFound
+            | DisputeNotFound
+            | EvidenceNotFound => 404,
+            UserAlreadyExists | CardholderAlreadyExists | DisputeAlreadyExists => 409,
             CardNotActive
             | CardUserMismatch
             | InvalidStatusTransition
@@ -204,7 +216,9 @@ impl ErrorSlug {
             | SubscriptionLimitReached
             | SubscriptionInactive
             | InvalidTransactionState
-            | RuleLimitReached => 422,
+            | RuleLimitReached
+            | TransactionNotDisputable
+            | DisputeWindowClosed => 422,
             // CONTRACT §4: provider failures on synchronous calls are 500.
             InternalError | ProviderError => 500,
             TopupAttemptsExceeded | NotReady | ServiceUnavailable => 503,
@@ -278,6 +292,11 @@ impl ErrorSlug {
         ErrorSlug::RuleNotFound,
         ErrorSlug::DecisionWebhookNotFound,
         ErrorSlug::RuleLimitReached,
+        ErrorSlug::DisputeNotFound,
+        ErrorSlug::EvidenceNotFound,
+        ErrorSlug::DisputeAlreadyExists,
+        ErrorSlug::TransactionNotDisputable,
+        ErrorSlug::DisputeWindowClosed,
         ErrorSlug::InternalError,
         ErrorSlug::ProviderError,
         ErrorSlug::TopupAttemptsExceeded,

@@ -103,6 +103,20 @@ pub(crate) async fn envelope_layer(
     }
 }
 
+/// The largest body `path` accepts: the server's limit, but for evidence files
+/// (CONTRACT §15: 4 MiB decoded, bodies up to 8 MiB on that one endpoint).
+fn body_limit(state: &ApiState, path: &str) -> usize {
+    if path.ends_with("/disputes/evidence/add") {
+        state
+            .app
+            .config
+            .max_body_bytes
+            .max(issuing_app::disputes::evidence::MAX_BODY_BYTES)
+    } else {
+        state.app.config.max_body_bytes
+    }
+}
+
 /// Whether reading the body failed because it exceeded the limit.
 fn is_length_limit(e: &axum::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -130,7 +144,13 @@ async fn open_request(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > state.app.config.max_body_bytes) {
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|u| u.path().to_owned())
+        .unwrap_or_else(|| req.uri().path().to_owned());
+    let limit = body_limit(state, &path);
+    if declared.is_some_and(|n| n > limit) {
         return Err(plain(ErrorSlug::PayloadTooLarge, "Request body too large"));
     }
     let api_key = req
@@ -141,11 +161,6 @@ async fn open_request(
         .filter(|k| !k.is_empty())
         .ok_or_else(|| plain(ErrorSlug::ApiKeyNotFound, "API key not found"))?
         .to_owned();
-    let path = req
-        .extensions()
-        .get::<OriginalUri>()
-        .map(|u| u.path().to_owned())
-        .unwrap_or_else(|| req.uri().path().to_owned());
 
     let cached = lookup_key(state, &api_key).await?;
     if !cached.active {
@@ -157,17 +172,15 @@ async fn open_request(
     let key = cached.key;
 
     let (mut parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, state.app.config.max_body_bytes)
-        .await
-        .map_err(|e| {
-            // Over the limit is 413; a body that breaks off or is malformed (bad
-            // chunked encoding) is the client's error too, but a 400.
-            if is_length_limit(&e) {
-                plain(ErrorSlug::PayloadTooLarge, "Request body too large")
-            } else {
-                plain(ErrorSlug::InvalidRequest, "Malformed request body")
-            }
-        })?;
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        // Over the limit is 413; a body that breaks off or is malformed (bad
+        // chunked encoding) is the client's error too, but a 400.
+        if is_length_limit(&e) {
+            plain(ErrorSlug::PayloadTooLarge, "Request body too large")
+        } else {
+            plain(ErrorSlug::InvalidRequest, "Malformed request body")
+        }
+    })?;
     let missing = || {
         plain(
             ErrorSlug::EncryptedPayloadMissing,

@@ -4,6 +4,7 @@
 mod cardholders;
 mod cards;
 mod decision;
+mod disputes;
 mod filters;
 pub(crate) mod limits;
 mod lithic;
@@ -73,7 +74,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/wh/redeliver", post(webhooks::redeliver))
         .route("/wh/decision/set", post(decision::set))
         .route("/wh/decision/get", post(decision::get))
-        .route("/wh/decision/delete", post(decision::delete));
+        .route("/wh/decision/delete", post(decision::delete))
+        .route("/disputes/create", post(disputes::create))
+        .route("/disputes/get", post(disputes::get))
+        .route("/disputes/find", post(disputes::find))
+        .route("/disputes/withdraw", post(disputes::withdraw))
+        .route("/disputes/evidence/add", post(disputes::evidence_add))
+        .route("/disputes/evidence/get", post(disputes::evidence_get));
     // CONTRACT §7: the simulation endpoints exist only in the sandbox; in production
     // they are unknown paths (404).
     let api = if state.app.config.mode == Mode::Sandbox {
@@ -147,6 +154,10 @@ fn simulate_routes() -> Router<ApiState> {
         .route("/simulate/cards/refund", post(simulate::refund))
         .route("/simulate/cards/3ds", post(threeds::simulate))
         .route("/simulate/project/deposit", post(simulate_deposit::deposit))
+        .route(
+            "/simulate/disputes/advance",
+            post(disputes::simulate_advance),
+        )
 }
 
 /// Every endpoint is POST (spec: Endpoints).

@@ -146,6 +146,8 @@ pub fn new_tx(
         decision_state: None,
         decision_deadline: None,
         decision_on_timeout: None,
+        dispute_id: None,
+        settled_at: None,
     }
 }
 

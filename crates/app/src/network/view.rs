@@ -17,6 +17,7 @@ pub fn number(micros: i64) -> Value {
 fn auth_type(rec: &CardTxRecord) -> &'static str {
     match rec.tx_kind.as_str() {
         "refund" => "refund",
+        "other" => "dispute",
         // A force post has no authorization behind it.
         _ if rec.auth_amount == 0 => "force_post",
         _ => "authorization",
@@ -47,6 +48,9 @@ pub fn item(rec: &CardTxRecord, card: &CardRecord) -> Value {
     }
     if let Some(reason) = &rec.decision_reason {
         data["decision_reason"] = json!(reason);
+    }
+    if let Some(dispute) = &rec.dispute_id {
+        data["dispute_id"] = json!(dispute);
     }
     json!({
         "type": "card_transaction",

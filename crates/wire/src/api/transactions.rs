@@ -22,11 +22,11 @@ pub struct CardTransaction {
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CardTxData {
-    /// `authorization`, `force_post` or `refund`.
+    /// `authorization`, `force_post`, `refund` or `dispute`.
     pub auth_type: String,
     /// `pending`, `approved` or `declined`.
     pub status: String,
-    /// `auth`, `reversal` or `refund`.
+    /// `auth`, `reversal`, `refund` or `other` (a dispute's movement).
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
@@ -49,6 +49,9 @@ pub struct CardTxData {
     /// The decision webhook's `reason`, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision_reason: Option<String>,
+    /// The dispute a dispute's credit or taken-back credit (`type` `other`) belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispute_id: Option<String>,
 }
 
 /// The `decline` object of a declined authorization: `rule_ids` for rules; the limit
