@@ -11,6 +11,10 @@
 //! `decline` object). `card.details_viewed` makes a reveal session for
 //! `http://localhost` (`cards/reveal/create`) and opens its page once, as a
 //! cardholder's browser would (the page's content is never printed).
+//! `dispute.updated` tops the card up, buys and settles a purchase
+//! (`simulate/cards/auth`, `simulate/cards/clear`), disputes it with a provisional
+//! credit (`disputes/create`) and wins it (`simulate/disputes/advance`): one event for
+//! the new dispute, one for `won`.
 //! The events along the way (`card.created`, …) are sent too.
 //!
 //! stdout: one JSON line, e.g. `{"event":"card.freeze","card_id":"…","status":"frozen"}`.
@@ -21,15 +25,15 @@
 use crate::remote::RemoteArgs;
 use issuing_client::{
     Address, CardLimit, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsLimitsSet,
-    CardsRevealCreate, CardsTopup, Client, ClientError, KycData, Merchant, Order, Simulate3ds,
-    SimulateAuth, SimulatedTransaction,
+    CardsRevealCreate, CardsTopup, Client, ClientError, DisputesCreate, KycData, Merchant, Order,
+    Simulate3ds, SimulateAuth, SimulateClear, SimulateDisputesAdvance, SimulatedTransaction,
 };
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// The events `trigger` can produce.
-pub const EVENTS: [&str; 10] = [
+pub const EVENTS: [&str; 11] = [
     "card.created",
     "card.topup",
     "card.freeze",
@@ -40,6 +44,7 @@ pub const EVENTS: [&str; 10] = [
     "card_transaction.declined_by_limit",
     "card_3ds",
     "card_otp",
+    "dispute.updated",
 ];
 
 /// How long an order may take before the trigger gives up.
@@ -55,7 +60,7 @@ pub struct TriggerArgs {
     remote: RemoteArgs,
     /// The event to produce: card.created, card.topup, card.freeze, card.unfreeze,
     /// card.close, card.details_viewed, card_transaction,
-    /// card_transaction.declined_by_limit, card_3ds or card_otp.
+    /// card_transaction.declined_by_limit, card_3ds, card_otp or dispute.updated.
     event: String,
 }
 
@@ -222,6 +227,43 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
                 }
             }
             summary
+        }
+        "dispute.updated" => {
+            topup(client, &tag, &card_id).await?;
+            let auth = purchase(client, &card_id).await?;
+            let transaction_id = auth.transaction_id;
+            client
+                .simulate_cards_clear(&SimulateClear {
+                    transaction_id: Some(transaction_id.clone()),
+                    ..SimulateClear::default()
+                })
+                .await?;
+            eprintln!("bought and settled {PURCHASE_AMOUNT}: transaction {transaction_id}");
+            let dispute = client
+                .disputes_create(
+                    &DisputesCreate {
+                        transaction_id: transaction_id.clone(),
+                        reason: "goods_services_not_received".into(),
+                        provisional_credit: Some(true),
+                        ..DisputesCreate::default()
+                    },
+                    &format!("{tag}-dispute"),
+                )
+                .await?;
+            eprintln!(
+                "disputed it: dispute {} ({})",
+                dispute.dispute_id, dispute.status
+            );
+            let won = client
+                .simulate_disputes_advance(&SimulateDisputesAdvance {
+                    dispute_id: dispute.dispute_id.clone(),
+                    to: "won".into(),
+                    resolution_reason: None,
+                })
+                .await?;
+            eprintln!("the network decided: {}", won.status);
+            json!({"event": event, "card_id": card_id, "transaction_id": transaction_id,
+                   "dispute_id": won.dispute_id, "status": won.status})
         }
         other => return Err(Failed(format!("no recipe for {other}"))),
     };

@@ -412,6 +412,22 @@ both_backends!(
     }
 );
 
+both_backends!(
+    trigger_dispute_updated_sends_the_event,
+    |t: TestServer| async move {
+        let (summary, event) = trigger_and_receive(&t, "dispute.updated").await;
+        assert_eq!(summary["status"], "won", "{summary}");
+        let dispute = summary["dispute_id"].as_str().unwrap();
+        assert_eq!(event["data"]["dispute_id"], dispute, "{event}");
+        assert_eq!(
+            event["data"]["status"], "submitted",
+            "the first: its creation"
+        );
+        assert_eq!(event["data"]["provisional_credit"], true);
+        t.verify_ledger().await;
+    }
+);
+
 both_backends!(trigger_a_decline_by_limit, |t: TestServer| async move {
     let rx = Receiver::start(&t.creds.api_secret).await;
     t.ok("wh/subscribe", json!({"url": rx.url})).await;

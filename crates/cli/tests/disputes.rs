@@ -863,3 +863,245 @@ both_backends!(find_filters_and_pages, |t: TestServer| async move {
     let (_, theirs) = t.call_as(&other, "disputes/find", json!({})).await;
     assert_eq!(theirs["total"], 0);
 });
+
+both_backends!(
+    verify_ledger_finds_a_dispute_whose_money_does_not_match,
+    |t: TestServer| async move {
+        let card = t.funded_card("iv", 100).await;
+        let tx = t.settled(&card, "10").await;
+        let d = t.open(&tx, true, "v1").await;
+        t.advance(&id(&d), "won").await;
+        t.verify_ledger().await;
+        // A status that says lost with the money of a won dispute.
+        sqlx::query("UPDATE disputes SET status = 'lost' WHERE id = $1")
+            .bind(id(&d))
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        let mut conn = t.store.conn().await.unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(
+            problems.iter().any(|p| matches!(
+                p,
+                issuing_store::ledger::Mismatch::DisputeDiffers {
+                    expected: (10_000_000, 0, 10_000_000),
+                    actual: (10_000_000, 10_000_000, 0),
+                    ..
+                }
+            )),
+            "{problems:?}"
+        );
+        // Open again: the dispute account should still be fronting it.
+        sqlx::query("UPDATE disputes SET status = 'submitted' WHERE id = $1")
+            .bind(id(&d))
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(
+            problems.iter().any(|p| matches!(
+                p,
+                issuing_store::ledger::Mismatch::DisputeAccountDiffers {
+                    balance: 0,
+                    fronted: 10_000_000,
+                    ..
+                }
+            )),
+            "{problems:?}"
+        );
+        // Put back, so the database is whole again.
+        sqlx::query("UPDATE disputes SET status = 'won' WHERE id = $1")
+            .bind(id(&d))
+            .execute(t.store.pool())
+            .await
+            .unwrap();
+        t.verify_ledger().await;
+    }
+);
+
+/// Disputes moved by the real binary, killed with SIGKILL while many moves are in
+/// flight: after the restart every answered move is there with its money, nothing is
+/// half-applied (the ledger verifies), and the rest can still be moved.
+mod sigkill {
+    use super::*;
+    use common::process::ServeProcess;
+    use common::{Creds, TestDb};
+    use issuing_client::{CardholdersCreate, CardsCreate, CardsTopup, SimulateAuth, SimulateClear};
+
+    const DISPUTES: usize = 40;
+
+    async fn case(backend: common::Backend) {
+        let Some(t) = TestServer::start(backend).await else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let db = TestDb::create(t.db.backend).await.unwrap();
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        let creds = Creds {
+            project_id: server.banner_value("project_id").unwrap(),
+            api_key: server.banner_value("api_key").unwrap(),
+            api_secret: server.banner_value("api_secret").unwrap(),
+            deposit_address: String::new(),
+        };
+        let store = issuing_store::Store::connect(&db.url).await.unwrap();
+        {
+            let mut tx = store.begin().await.unwrap();
+            issuing_store::ledger::deposit(
+                &mut tx,
+                &creds.project_id,
+                issuing_wire::Amount::from_micros(1_000_000_000),
+                None,
+            )
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+        }
+        let sdk = t.sdk_on(&server.base, &creds);
+        sdk.cardholders_create(&CardholdersCreate {
+            external_user_id: "ada".into(),
+            subprovider_code: "sandbox".into(),
+            kyc_data: Some(serde_json::from_value(common::cards::kyc()).unwrap()),
+            ..CardholdersCreate::default()
+        })
+        .await
+        .unwrap();
+        let card = sdk
+            .cards_create(
+                &CardsCreate {
+                    external_user_id: "ada".into(),
+                    product_code: "virtual_usd".into(),
+                    ..CardsCreate::default()
+                },
+                "issue",
+            )
+            .await
+            .unwrap();
+        sdk.wait_order(&card.order.order_id, WAIT).await.unwrap();
+        let topup = sdk
+            .cards_topup(
+                &CardsTopup {
+                    card_id: card.card_id.clone(),
+                    amount: "500".into(),
+                    ..CardsTopup::default()
+                },
+                "fund",
+            )
+            .await
+            .unwrap();
+        sdk.wait_order(&topup.order_id, WAIT).await.unwrap();
+        let mut disputes = Vec::new();
+        for i in 0..DISPUTES {
+            let auth = sdk
+                .simulate_cards_auth(&SimulateAuth {
+                    card_id: card.card_id.clone(),
+                    transaction_amount: "2".into(),
+                    ..SimulateAuth::default()
+                })
+                .await
+                .unwrap();
+            sdk.simulate_cards_clear(&SimulateClear {
+                transaction_id: Some(auth.transaction_id.clone()),
+                ..SimulateClear::default()
+            })
+            .await
+            .unwrap();
+            let d = sdk
+                .disputes_create(
+                    &DisputesCreate {
+                        transaction_id: auth.transaction_id,
+                        reason: "fraud_other".into(),
+                        provisional_credit: Some(i % 2 == 0),
+                        ..DisputesCreate::default()
+                    },
+                    &format!("d-{i}"),
+                )
+                .await
+                .unwrap();
+            disputes.push(d.dispute_id);
+        }
+
+        // Every dispute moved at once (won, lost or withdrawn); the server dies with the
+        // first answer.
+        let (answered_tx, mut answered_rx) = tokio::sync::mpsc::unbounded_channel();
+        for (i, d) in disputes.iter().enumerate() {
+            let sdk = sdk.clone();
+            let d = d.clone();
+            let tx = answered_tx.clone();
+            tokio::spawn(async move {
+                let moved = match i % 3 {
+                    0 => sdk.disputes_withdraw(&d).await,
+                    n => {
+                        sdk.simulate_disputes_advance(&SimulateDisputesAdvance {
+                            dispute_id: d.clone(),
+                            to: if n == 1 { "won" } else { "lost" }.into(),
+                            resolution_reason: None,
+                        })
+                        .await
+                    }
+                };
+                let _ = tx.send((d, moved.ok().map(|m| m.status)));
+            });
+        }
+        drop(answered_tx);
+        let first = answered_rx.recv().await;
+        server.kill().await;
+        let mut answered: Vec<(String, String)> = Vec::new();
+        if let Some((d, Some(status))) = first {
+            answered.push((d, status));
+        }
+        while let Some((d, status)) = answered_rx.recv().await {
+            if let Some(s) = status {
+                answered.push((d, s));
+            }
+        }
+        assert!(
+            answered.len() < DISPUTES,
+            "killed too late to prove anything: all {DISPUTES} moves were answered"
+        );
+
+        // What was answered is there; nothing is half-applied.
+        for (d, status) in &answered {
+            let (stored,): (String,) = sqlx::query_as("SELECT status FROM disputes WHERE id = $1")
+                .bind(d)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert_eq!(&stored, status, "answered {status}, stored {stored}");
+        }
+        let mut conn = store.conn().await.unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        drop(conn);
+
+        // After a restart the rest still moves, and the ledger still verifies.
+        let server = ServeProcess::start(dir.path(), &db.url).await;
+        let sdk = t.sdk_on(&server.base, &creds);
+        let mut finals = 0;
+        for d in &disputes {
+            let now = sdk.disputes_get(d).await.unwrap();
+            if matches!(now.status.as_str(), "won" | "lost" | "withdrawn") {
+                finals += 1;
+                continue;
+            }
+            let moved = sdk.disputes_withdraw(d).await.unwrap();
+            assert_eq!(moved.status, "withdrawn");
+        }
+        assert!(finals >= answered.len());
+        server.kill().await;
+        let mut conn = store.conn().await.unwrap();
+        let problems = issuing_store::ledger::verify(&mut conn).await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        drop(conn);
+        store.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        case(common::Backend::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        case(common::Backend::Postgres).await;
+    }
+}
