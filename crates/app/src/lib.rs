@@ -25,6 +25,7 @@ pub mod network;
 pub mod projects;
 pub mod provider;
 mod start;
+pub mod statements;
 pub mod webhooks;
 pub mod workers;
 

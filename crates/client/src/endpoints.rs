@@ -73,6 +73,8 @@ endpoint_table! {
         "The project's master balance";
     "project/txs": ProjectTxs => Page<ProjectTx>, key = false, sandbox = false,
         "The movements of the master balance";
+    "project/statement": ProjectStatement => ProjectStatementResponse, key = false, sandbox = false,
+        "The master balance over one UTC month: opening, closing, totals and movements";
     "project/wallet/trc20": Empty => Wallet, key = false, sandbox = false,
         "The project's USDT TRC20 deposit address";
     "users/create": UsersCreate => User, key = false, sandbox = false,
@@ -111,6 +113,8 @@ endpoint_table! {
         "Moves money from a card to the master balance; answers the card_withdraw order";
     "cards/txs": CardsTxs => Page<CardTransaction>, key = false, sandbox = false,
         "A card's transactions, newest change first";
+    "cards/statement": CardsStatement => CardStatement, key = false, sandbox = false,
+        "A card's funds over one UTC month: opening, closing, totals and movements";
     "cards/close": CardsClose => CloseCardResponse, key = true, sandbox = false,
         "Closes a card for good, withdrawing its money";
     "cards/3ds/confirm": Cards3dsConfirm => ThreeDsConfirmResponse, key = false, sandbox = false,
@@ -634,6 +638,24 @@ impl Client {
         request: &SimulateDisputesAdvance,
     ) -> Result<Dispute, ClientError> {
         self.typed("simulate/disputes/advance", request, None, Retry::Never)
+            .await
+    }
+
+    /// `cards/statement`: a card's funds over one UTC month (`period` `YYYY-MM`).
+    pub async fn cards_statement(
+        &self,
+        request: &CardsStatement,
+    ) -> Result<CardStatement, ClientError> {
+        self.typed("cards/statement", request, None, Retry::Safe)
+            .await
+    }
+
+    /// `project/statement`: the master balance over one UTC month.
+    pub async fn project_statement(
+        &self,
+        request: &ProjectStatement,
+    ) -> Result<ProjectStatementResponse, ClientError> {
+        self.typed("project/statement", request, None, Retry::Safe)
             .await
     }
 

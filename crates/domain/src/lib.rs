@@ -19,6 +19,7 @@ pub mod kyc;
 pub mod ledger;
 pub mod lithic;
 pub mod reveal;
+pub mod statement;
 pub mod time;
 pub mod trc20;
 pub mod tron_hd;

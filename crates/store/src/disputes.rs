@@ -3,7 +3,7 @@
 //! moves racing on one dispute never both apply. Evidence content is stored only
 //! sealed; this module never sees it plain.
 
-use crate::ledger::Mismatch;
+use crate::mismatch::Mismatch;
 use crate::query::{find_page, Filter, Source};
 use crate::{Backend, Conn, StoreError};
 use issuing_wire::PageRequest;

@@ -152,6 +152,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0023_disputes.sql"),
         postgres: include_str!("../migrations/postgres/0023_disputes.sql"),
     },
+    Migration {
+        version: 25,
+        name: "statements",
+        sqlite: include_str!("../migrations/sqlite/0025_statements.sql"),
+        postgres: include_str!("../migrations/postgres/0025_statements.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

@@ -15,6 +15,7 @@ mod reveal;
 mod rules;
 pub(crate) mod simulate;
 mod simulate_deposit;
+mod statements;
 mod system;
 mod threeds;
 mod users;
@@ -37,6 +38,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/system/time", post(system::time))
         .route("/project/balance", post(project::balance))
         .route("/project/txs", post(project::txs))
+        .route("/project/statement", post(statements::project))
         .route("/project/wallet/trc20", post(project::wallet_trc20))
         .route("/users/create", post(users::create))
         .route("/users/get", post(users::get))
@@ -56,6 +58,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/cards/topup", post(cards::topup))
         .route("/cards/withdraw", post(cards::withdraw))
         .route("/cards/txs", post(cards::txs))
+        .route("/cards/statement", post(statements::card))
         .route("/cards/close", post(cards::close))
         .route("/cards/3ds/confirm", post(threeds::confirm))
         .route("/cards/limits/set", post(limits::set))
