@@ -4,11 +4,12 @@
 //!
 //! The card page is a list of sections, each read by one store call (`show`): its
 //! facts and funds, its limits with their usage, the rules that apply to it, its open
-//! holds, a page of its transactions with the rule matches of those transactions, and
-//! its orders (CONTRACT §11, §12).
+//! holds, a page of its transactions with the rule matches of those transactions, its
+//! orders and its disputes (CONTRACT §11, §12, §15).
 
 use super::audit::{finish, record};
 use super::controls::{self, LimitsView, MatchRow, RuleRow};
+use super::disputes::{dispute_row, DisputeRow};
 use super::operators::Role;
 use super::operators::MAX_PASSWORD_LEN;
 use super::security::ClientAddress;
@@ -37,6 +38,8 @@ const HOLDS_SHOWN: i64 = 50;
 const CARD_STATUSES: &[&str] = &["pending", "active", "frozen", "closed", "failed"];
 /// Orders shown on a card page (newest).
 const ORDERS_SHOWN: i64 = 20;
+/// Disputes shown on a card page (newest).
+const DISPUTES_SHOWN: i64 = 20;
 /// Rule matches shown on a card page: those of the page's transactions, at most this
 /// many (a transaction matches at most 50 rules).
 const MATCHES_SHOWN: i64 = 100;
@@ -200,6 +203,8 @@ struct CardPage {
     matches: Vec<MatchRow>,
     more_matches: bool,
     orders: Vec<OrderRow>,
+    disputes: Vec<DisputeRow>,
+    more_disputes: bool,
     here: String,
 }
 
@@ -239,6 +244,10 @@ pub(crate) async fn show(
         card_txs::open_auths_of_card(&mut conn, &card.project_id, &card.id, HOLDS_SHOWN).await?;
     let txs = reads::card_txs_page(&mut conn, &card.id, before.as_ref(), PAGE_SIZE + 1).await?;
     let orders = reads::card_orders(&mut conn, &card.id, ORDERS_SHOWN).await?;
+    let mut disputes =
+        reads::card_disputes(&mut conn, &card.project_id, &card.id, DISPUTES_SHOWN + 1).await?;
+    let more_disputes = disputes.len() > usize::try_from(DISPUTES_SHOWN).unwrap_or(0);
+    disputes.truncate(usize::try_from(DISPUTES_SHOWN).unwrap_or(0));
     let (txs, next) = view::split_page(txs, PAGE_SIZE, |t| (t.created_at, &t.id));
     let limits = controls::card_limits(&mut conn, &card).await;
     let rules = controls::card_rules(&mut conn, &card).await?;
@@ -271,6 +280,8 @@ pub(crate) async fn show(
         holds: holds.into_iter().map(tx_row).collect(),
         txs: txs.into_iter().map(tx_row).collect(),
         orders: orders.into_iter().map(order_row).collect(),
+        disputes: disputes.into_iter().map(dispute_row).collect(),
+        more_disputes,
         card: card_row(card),
     })
 }

@@ -6,7 +6,7 @@
 //!   while the page is visible. No inline script or style: the CSP forbids both.
 //! - Every action is a POST form that goes through the code the API and the CLI use
 //!   (`flows::status`, `network::apply`, `projects.rs`, `webhooks::redeliver`,
-//!   `ledger_check`), and appends an audit row.
+//!   `ledger_check`, `disputes::moves`), and appends an audit row.
 //! - `session.rs` is login, sessions, CSRF and roles; `security.rs` the headers and the
 //!   cross-origin refusal; one file per page group beside them.
 //!
@@ -20,6 +20,7 @@ mod cards;
 mod chart;
 mod controls;
 mod deposits;
+mod disputes;
 mod ledger;
 pub mod operators;
 mod operators_page;
@@ -134,6 +135,8 @@ fn router(console: Console) -> Router {
             "/console/transactions/{transaction_id}",
             get(orders::transaction),
         )
+        .route("/console/disputes", get(disputes::list))
+        .route("/console/disputes/{dispute_id}", get(disputes::show))
         .route("/console/webhooks", get(webhooks::list))
         .route(
             "/console/webhooks/{delivery_id}/redeliver",
@@ -147,7 +150,12 @@ fn router(console: Console) -> Router {
         .route("/console/logout", post(session::logout));
     // CONTRACT §7 and §12: simulation exists only in the sandbox.
     if console.sandbox() {
-        signed_in = signed_in.route("/console/cards/{card_id}/simulate", post(cards::simulate));
+        signed_in = signed_in
+            .route("/console/cards/{card_id}/simulate", post(cards::simulate))
+            .route(
+                "/console/disputes/{dispute_id}/advance",
+                post(disputes::advance),
+            );
     }
     let signed_in = signed_in
         .fallback(not_found)

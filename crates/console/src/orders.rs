@@ -2,41 +2,28 @@
 //! transaction (`/console/transactions/{id}`: amounts, merchant, why it was declined).
 //!
 //! The transaction page reads one section per store call: the transaction, its card,
-//! and the rule matches recorded for it; a declined one's `decline` object and the
-//! decision webhook's part are put in words (`controls.rs`).
+//! the rule matches recorded for it and the disputes filed on it; a declined one's
+//! `decline` object and the decision webhook's part are put in words (`controls.rs`).
+//! A dispute's card-side movement links its dispute.
 
 use super::cards::merchant_name;
 use super::controls::{self, DeclineView, MatchRow};
-use super::view::{self, render, Ctx, PageResult};
+use super::disputes::{dispute_row, DisputeRow};
+use super::view::{self, render, transfer_view, Ctx, PageResult, TransferView};
 use super::{Console, ConsoleError, Op};
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::Extension;
-use issuing_store::console::{self as reads, TransferRow};
+use issuing_store::console as reads;
 
 /// Transfers shown on an order page (an order makes a handful).
 const TRANSFERS_SHOWN: i64 = 50;
 /// Rule matches shown on a transaction page: one per rule at most, and a project has at
 /// most 50 rules that are evaluated (more only if rules were changed meanwhile).
 const MATCHES_SHOWN: i64 = 100;
-
-pub(crate) struct TransferView {
-    pub id: String,
-    pub kind: String,
-    pub amount: String,
-    pub reference: String,
-    pub created_at: String,
-}
-
-pub(crate) fn transfer_view(t: TransferRow) -> TransferView {
-    TransferView {
-        amount: view::money(t.amount),
-        reference: view::opt(t.reference.as_deref()),
-        created_at: view::time(t.created_at),
-        id: t.id,
-        kind: t.kind,
-    }
-}
+/// Disputes shown on a transaction page: one open at a time, and each takes a share of
+/// the amount, so a transaction has a handful.
+const DISPUTES_SHOWN: i64 = 50;
 
 #[derive(Template)]
 #[template(path = "console/order.html")]
@@ -126,6 +113,9 @@ struct TransactionPage {
     webhook: String,
     matches: Vec<MatchRow>,
     more_matches: bool,
+    /// The dispute whose money this transaction moved (type `other`).
+    dispute_id: String,
+    disputes: Vec<DisputeRow>,
 }
 
 pub(crate) async fn transaction(
@@ -146,6 +136,8 @@ pub(crate) async fn transaction(
         MATCHES_SHOWN,
     )
     .await?;
+    let disputes =
+        reads::transaction_disputes(&mut conn, &t.project_id, &t.id, DISPUTES_SHOWN).await?;
     let field = |k: &str| t.merchant[k].as_str().unwrap_or("").to_owned();
     render(&TransactionPage {
         ctx: op.ctx(&console, "cards"),
@@ -153,6 +145,8 @@ pub(crate) async fn transaction(
         webhook: controls::webhook_words(&t),
         matches,
         more_matches,
+        dispute_id: t.dispute_id.clone().unwrap_or_default(),
+        disputes: disputes.into_iter().map(dispute_row).collect(),
         card_pan: view::masked_pan(card.as_ref().and_then(|c| c.label.as_deref())),
         card_status: card.map(|c| c.status).unwrap_or_default(),
         badge: view::badge(&t.status),

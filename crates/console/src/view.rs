@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use issuing_store::console::Cursor;
+use issuing_store::console::{Cursor, TransferRow};
 use issuing_store::StoreError;
 use issuing_wire::Amount;
 
@@ -143,6 +143,25 @@ pub(crate) fn opt(text: Option<&str>) -> String {
     text.filter(|s| !s.is_empty()).unwrap_or("—").to_owned()
 }
 
+/// A ledger transfer as the order and dispute pages list it (`transfer_rows.html`).
+pub(crate) struct TransferView {
+    pub id: String,
+    pub kind: String,
+    pub amount: String,
+    pub reference: String,
+    pub created_at: String,
+}
+
+pub(crate) fn transfer_view(t: TransferRow) -> TransferView {
+    TransferView {
+        amount: money(t.amount),
+        reference: opt(t.reference.as_deref()),
+        created_at: time(t.created_at),
+        id: t.id,
+        kind: t.kind,
+    }
+}
+
 /// A card number as the console shows it: never more than its last 4 digits (PCI DSS
 /// allows at most the first 6 and last 4).
 pub(crate) fn masked_pan(last4: Option<&str>) -> String {
@@ -157,9 +176,10 @@ pub(crate) fn masked_pan(last4: Option<&str>) -> String {
 /// The badge class of a status word.
 pub(crate) fn badge(status: &str) -> &'static str {
     match status {
-        "active" | "completed" | "succeeded" | "approved" | "ok" => "good",
-        "failed" | "declined" | "closed" | "suspended" | "disabled" | "error" => "bad",
-        "frozen" | "pending" | "in_progress" | "created" | "processing" => "warn",
+        "active" | "completed" | "succeeded" | "approved" | "ok" | "won" => "good",
+        "failed" | "declined" | "closed" | "suspended" | "disabled" | "error" | "lost" => "bad",
+        "frozen" | "pending" | "in_progress" | "created" | "processing" | "submitted"
+        | "representment" | "prearbitration" | "arbitration" => "warn",
         _ => "",
     }
 }

@@ -7,6 +7,7 @@
 use crate::card_txs::CardTxRecord;
 use crate::cards::CardRecord;
 use crate::deliveries::DeliveryRecord;
+use crate::disputes::DisputeRecord;
 use crate::orders::OrderRecord;
 use crate::projects::ProjectRecord;
 use crate::query::{Arg, Filter};
@@ -308,6 +309,98 @@ pub async fn order_transfers(
         .bind(limit)
         .fetch_all(&mut *conn)
         .await?;
+    rows.iter().map(transfer_from_row).collect()
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct DisputeQuery {
+    pub project_id: Option<String>,
+    pub status: Option<String>,
+}
+
+/// Disputes newest first (`disputes_created`, `disputes_status_created`,
+/// `disputes_project_created`).
+pub async fn disputes_page(
+    conn: &mut Conn,
+    scope: &Scope,
+    query: &DisputeQuery,
+    before: Option<&Cursor>,
+    limit: i64,
+) -> Result<Vec<DisputeRecord>, StoreError> {
+    let mut f = Filter::default();
+    scope.restrict(&mut f, "project_id");
+    if let Some(p) = &query.project_id {
+        f.eq("project_id", Arg::Text(p.clone()));
+    }
+    if let Some(s) = &query.status {
+        f.eq("status", Arg::Text(s.clone()));
+    }
+    keyset(&mut f, "created_at", "id", before);
+    let sql = page_sql(&mut f, "*", "disputes", "created_at", "id", limit);
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    rows.iter().map(crate::disputes::from_row).collect()
+}
+
+/// A card's newest disputes (`disputes_card`).
+pub async fn card_disputes(
+    conn: &mut Conn,
+    project_id: &str,
+    card_id: &str,
+    limit: i64,
+) -> Result<Vec<DisputeRecord>, StoreError> {
+    let mut f = Filter::default();
+    f.eq("project_id", Arg::Text(project_id.to_owned()));
+    f.eq("card_id", Arg::Text(card_id.to_owned()));
+    let sql = page_sql(&mut f, "*", "disputes", "created_at", "id", limit);
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    rows.iter().map(crate::disputes::from_row).collect()
+}
+
+/// The disputes filed on one transaction, newest first (`disputes_transaction`).
+pub async fn transaction_disputes(
+    conn: &mut Conn,
+    project_id: &str,
+    transaction_id: &str,
+    limit: i64,
+) -> Result<Vec<DisputeRecord>, StoreError> {
+    let mut f = Filter::default();
+    f.eq("project_id", Arg::Text(project_id.to_owned()));
+    f.eq("transaction_id", Arg::Text(transaction_id.to_owned()));
+    let sql = page_sql(&mut f, "*", "disputes", "created_at", "id", limit);
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
+    rows.iter().map(crate::disputes::from_row).collect()
+}
+
+/// The ledger kind of each step of a dispute's money, as `disputes::reference` names
+/// the step.
+const DISPUTE_STEPS: &[(&str, &str)] = &[
+    ("dispute_credit", "credit"),
+    ("dispute_won", "won"),
+    ("dispute_debit", "debit"),
+    ("dispute_shortfall", "shortfall"),
+];
+
+/// A dispute's ledger transfers, oldest first: found by their references
+/// (`{dispute_id}:{step}`) through the unique `transfers_reference` index.
+pub async fn dispute_transfers(
+    conn: &mut Conn,
+    project_id: &str,
+    dispute_id: &str,
+) -> Result<Vec<TransferRow>, StoreError> {
+    let mut f = Filter::default();
+    f.eq("t.project_id", Arg::Text(project_id.to_owned()));
+    let kinds: Vec<String> = DISPUTE_STEPS.iter().map(|(k, _)| (*k).to_owned()).collect();
+    let references: Vec<String> = DISPUTE_STEPS
+        .iter()
+        .map(|(_, step)| crate::disputes::reference(dispute_id, step))
+        .collect();
+    f.texts("t.kind", &kinds);
+    f.texts("t.reference", &references);
+    let sql = format!(
+        "SELECT {TRANSFER_COLUMNS} FROM transfers t{} ORDER BY t.created_at, t.id",
+        f.where_sql()
+    );
+    let rows = f.bind(&sql).fetch_all(&mut *conn).await?;
     rows.iter().map(transfer_from_row).collect()
 }
 

@@ -158,6 +158,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0025_statements.sql"),
         postgres: include_str!("../migrations/postgres/0025_statements.sql"),
     },
+    Migration {
+        version: 26,
+        name: "console_disputes",
+        sqlite: include_str!("../migrations/sqlite/0026_console_disputes.sql"),
+        postgres: include_str!("../migrations/postgres/0026_console_disputes.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
