@@ -62,6 +62,8 @@ pub struct Target {
     pub password: String,
     pub database_url: String,
     pub project_id: String,
+    /// The API as the project calls it (the statement rows).
+    pub api: issuing_client::Client,
 }
 
 enum Val {
@@ -333,6 +335,7 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
     }
     insert_txs(tx, rows).await?;
     seed_controls(tx, t, &id(3, 0), hot, tx_at).await?;
+    seed_hot_ledger(tx, t, hot, tx_at).await?;
     // Webhook deliveries (and their events) of one subscription: mostly succeeded.
     insert(
         tx,
@@ -461,6 +464,104 @@ async fn seed(t: &Target, scale: f64) -> anyhow::Result<Seeded> {
         transaction: id(6, txs - 1),
         declined_by_rule: id(6, hot - 1),
     })
+}
+
+/// The hot card's money in the ledger, as the server would have written it: a topup
+/// before its first transaction, then one `card_spend` per approved transaction (card →
+/// network), each at its transaction's time, so statements read a card with that many
+/// movements. Balances are added to the accounts' own, which the server may have moved.
+async fn seed_hot_ledger(
+    conn: &mut AnyConnection,
+    t: &Target,
+    hot: usize,
+    tx_at: impl Fn(usize) -> i64,
+) -> anyhow::Result<()> {
+    let network: String = sqlx::query_scalar(
+        "SELECT id FROM accounts WHERE project_id = $1 AND kind = 'network' AND card_id IS NULL",
+    )
+    .bind(&t.project_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let card_account = id(4, 0);
+    let amount_of = |i: usize| 1_000_000 + (i as i64 % 50) * 250_000;
+    let approved = |i: usize| !(i % 20 == 0 || i + 1 == hot);
+    let spent: i64 = (0..hot).filter(|i| approved(*i)).map(amount_of).sum();
+    let funded = spent + 100_000_000;
+    let mut chain = Chain {
+        project_id: t.project_id.clone(),
+        card_account: card_account.clone(),
+        network: network.clone(),
+        ..Chain::default()
+    };
+    chain.push(0, "card_refund", funded, tx_at(0) - 1, format!("seed-fund:{}", id(11, 0)));
+    let mut flushed = 0;
+    for i in 0..hot {
+        if approved(i) {
+            let reference = format!("{}:{}", id(6, i), id(11, i + 1));
+            chain.push(i + 1, "card_spend", -amount_of(i), tx_at(i), reference);
+        }
+        if chain.transfers.len() >= BATCH * 10 || i + 1 == hot {
+            let tr = std::mem::take(&mut chain.transfers);
+            let en = std::mem::take(&mut chain.entries);
+            let columns = ["id", "project_id", "kind", "card_id", "reference", "created_at"];
+            insert(conn, "transfers", &columns, tr).await?;
+            let columns = ["transfer_id", "account_id", "amount", "balance_after", "created_at"];
+            insert(conn, "entries", &columns, en).await?;
+            flushed += 1;
+        }
+    }
+    anyhow::ensure!(flushed > 0 || hot == 0, "nothing seeded");
+    // The chain's balances above start at zero: the accounts keep what the server had
+    // moved on them before (the network account's earlier clearings).
+    for (account, delta) in [(&card_account, funded - spent), (&network, spent - funded)] {
+        sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE id = $2")
+            .bind(delta)
+            .bind(account)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Seeded transfers of the hot card and their entries, with each account's balance
+/// after them (from zero: see `seed_hot_ledger`).
+#[derive(Default)]
+struct Chain {
+    project_id: String,
+    card_account: String,
+    network: String,
+    transfers: Vec<Vec<Val>>,
+    entries: Vec<Vec<Val>>,
+    card: i64,
+    net: i64,
+}
+
+impl Chain {
+    /// A transfer of `amount` to the card from the network (negative: to the network).
+    fn push(&mut self, n: usize, kind: &str, amount: i64, at: i64, reference: String) {
+        self.card += amount;
+        self.net -= amount;
+        self.transfers.push(vec![
+            Val::Text(id(11, n)),
+            Val::Text(self.project_id.clone()),
+            Val::Text(kind.into()),
+            Val::Text(id(3, 0)),
+            Val::Text(reference),
+            Val::Int(at),
+        ]);
+        for (account, amount, after) in [
+            (self.card_account.clone(), amount, self.card),
+            (self.network.clone(), -amount, self.net),
+        ] {
+            self.entries.push(vec![
+                Val::Text(id(11, n)),
+                Val::Text(account),
+                Val::Int(amount),
+                Val::Int(after),
+                Val::Int(at),
+            ]);
+        }
+    }
 }
 
 async fn insert_txs(conn: &mut AnyConnection, rows: Vec<Vec<Val>>) -> anyhow::Result<()> {
@@ -650,6 +751,76 @@ async fn time_page(http: &reqwest::Client, url: String, cookie: &str, scale: f64
     .await
 }
 
+/// `cards/statement` of the hot card (every approved transaction of it is a movement in
+/// the ledger): this month's and last month's first page, and a page deep in the month
+/// with the most movements. Each answer must add up (opening + items of a full read is
+/// checked by the tests; here the first page's totals against its balances).
+async fn time_statements(t: &Target, s: &Seeded, scale: f64) -> anyhow::Result<Vec<Row>> {
+    let now = now_micros();
+    let month = |at: i64| {
+        let d = chrono::DateTime::from_timestamp_micros(at).unwrap_or_default();
+        format!("{}", d.format("%Y-%m"))
+    };
+    let (this, last) = (month(now), month(now - 30 * DAY));
+    let mut busiest = (String::new(), 0u64);
+    for period in [&this, &last] {
+        let v = crate::scenarios::call(
+            &t.api,
+            "cards/statement",
+            serde_json::json!({"card_id": s.hot_card, "period": period, "limit": 1}),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("cards/statement: {e}"))?;
+        let total = v["total"].as_u64().unwrap_or(0);
+        let amount = |f: &str| v[f].as_str().and_then(|x| x.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        let sum: f64 = v["totals"]
+            .as_object()
+            .map(|o| o.values().filter_map(|x| x.as_str()?.parse::<f64>().ok()).sum())
+            .unwrap_or(f64::NAN);
+        anyhow::ensure!(
+            (amount("opening_balance") + sum - amount("closing_balance")).abs() < 0.005,
+            "the statement of {period} does not add up: {v}"
+        );
+        if total > busiest.1 {
+            busiest = (period.clone(), total);
+        }
+    }
+    let total = ((REQUESTS_PER_PAGE as f64 * scale.max(0.1)).round() as usize).max(20);
+    let timed = [
+        (format!("card statement, this month ({this}), first 100"), this.clone(), 0u64),
+        (format!("card statement, last month ({last}), first 100"), last.clone(), 0),
+        (
+            format!("card statement, {} of {} movements in {}, 100 deep", busiest.1 / 2, busiest.1, busiest.0),
+            busiest.0.clone(),
+            busiest.1 / 2,
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, period, skip) in timed {
+        let (api, card) = (t.api.clone(), s.hot_card.clone());
+        let outcome = load::run(total, CONCURRENCY, move |_| {
+            let (api, card, period) = (api.clone(), card.clone(), period.clone());
+            async move {
+                crate::scenarios::call(
+                    &api,
+                    "cards/statement",
+                    serde_json::json!({"card_id": card, "period": period, "skip": skip, "limit": 100}),
+                )
+                .await
+                .map(|_| ())
+            }
+        })
+        .await;
+        rows.push(Row {
+            name: format!("console: {name}"),
+            outcome,
+            cpu_secs: None,
+            note: String::new(),
+        });
+    }
+    Ok(rows)
+}
+
 /// Seeds, then times every page; one row per page.
 pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
     let started = std::time::Instant::now();
@@ -720,7 +891,8 @@ pub async fn run(t: &Target, scale: f64) -> anyhow::Result<Vec<Row>> {
         // hint bits and statistics), and the two rows together tell that from the page.
         ("overview, last", "/console/".to_owned()),
     ];
-    let mut rows = Vec::with_capacity(pages.len());
+    let mut rows = Vec::with_capacity(pages.len() + 3);
+    rows.extend(time_statements(t, &s, scale).await?);
     for (i, (name, path)) in pages.into_iter().enumerate() {
         let outcome = time_page(&http, format!("{}{path}", t.console_url), &cookie, scale).await;
         rows.push(Row {

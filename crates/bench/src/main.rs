@@ -187,6 +187,7 @@ async fn bench(
                 password: server.console_password.clone(),
                 database_url: server.database_url(),
                 project_id: server.project_id.clone(),
+                api: ctx.client.clone(),
             };
             for row in console::run(&target, args.scale).await? {
                 report(&row);
