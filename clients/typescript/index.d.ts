@@ -471,13 +471,13 @@ export interface StatementItem {
   amount: Amount;
   /** The card's funds after this item: the opening balance plus every item up to it. */
   balance_after: Amount;
-  /** The card transaction (purchases, refunds); `null` for order movements and disputes. */
+  /** The card transaction (a purchase's, or the refund's own); `null` for order movements and disputes. */
   transaction_id: string | null;
   /** The order (topups, withdrawals, fees); `null` otherwise. */
   order_id: string | null;
   /** Only on `dispute_credit` and `dispute_debit`. */
   dispute_id?: string;
-  /** E.g. `"Topup"`, `"Purchase: Corner Shop"`, `"Dispute credit taken back: Corner Shop"`. */
+  /** For people, not programs: `"Topup"`, `"Purchase: Corner Shop"` (the merchant's name), `"Dispute credit"`, … */
   description: string;
   [field: string]: unknown;
 }
