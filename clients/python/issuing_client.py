@@ -179,6 +179,7 @@ ENDPOINTS = {
     "system_time": "system/time",
     "project_balance": "project/balance",
     "project_txs": "project/txs",
+    "project_statement": "project/statement",
     "project_wallet_trc20": "project/wallet/trc20",
     "users_create": "users/create",
     "users_get": "users/get",
@@ -198,6 +199,7 @@ ENDPOINTS = {
     "cards_topup": "cards/topup",
     "cards_withdraw": "cards/withdraw",
     "cards_txs": "cards/txs",
+    "cards_statement": "cards/statement",
     "cards_close": "cards/close",
     "cards_3ds_confirm": "cards/3ds/confirm",
     "cards_limits_set": "cards/limits/set",
@@ -389,6 +391,9 @@ class Client:
     system_time = _endpoint("system/time")
     project_balance = _endpoint("project/balance")
     project_txs = _endpoint("project/txs")
+    # A UTC month (``period="YYYY-MM"``) of the master balance: opening and closing
+    # balances, totals per kind, items as project/txs shows them (``skip``, ``limit`` <= 500).
+    project_statement = _endpoint("project/statement")
     project_wallet_trc20 = _endpoint("project/wallet/trc20")
     users_create = _endpoint("users/create")
     users_get = _endpoint("users/get")
@@ -409,6 +414,10 @@ class Client:
     cards_topup = _endpoint("cards/topup")
     cards_withdraw = _endpoint("cards/withdraw")
     cards_txs = _endpoint("cards/txs")
+    # A UTC month (``period="YYYY-MM"``) of a card's funds (available + pending): opening and
+    # closing balances, ``pending_at_close``, totals per kind, the items paged. Amounts are
+    # decimal strings: add them with ``decimal.Decimal``, never as floats.
+    cards_statement = _endpoint("cards/statement")
     cards_close = _endpoint("cards/close")
     cards_3ds_confirm = _endpoint("cards/3ds/confirm")
     cards_limits_set = _endpoint("cards/limits/set")

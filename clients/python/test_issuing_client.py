@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import base64
+import decimal
 import hashlib
+import re
 import io
 import json
 import os
@@ -143,9 +145,54 @@ class FakeServer:
                                "status": "completed" if done else "processing"})
         if (p.startswith("disputes/") or p == "simulate/disputes/advance") and "probe" not in req:
             return self.dispute(h, p, req)
+        if p in ("cards/statement", "project/statement") and "probe" not in req:
+            return self.statement(h, p, req)
         if p in issuing_client.ENDPOINTS.values():
             return self.ok(h, {"echo": p})
         return self.error(h, 404, "not_found", "Unknown endpoint", True)
+
+    def statement(self, h, p, req):
+        """Statements in the shapes of docs/api.md: the month of its example (topup 100,
+        purchase 30, refund 5, a hold of 12.50, a dispute credit of 10), the same checks."""
+        period = req.get("period")
+        if not isinstance(period, str) or not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
+            return self.error(h, 400, "validation_error", "period must be a month, YYYY-MM", True)
+        if period > "2026-11":
+            return self.error(h, 400, "validation_error", f"period {period} is in the future", True)
+        skip, limit = req.get("skip", 0), req.get("limit", 100)
+        if not 1 <= limit <= 500:
+            return self.error(h, 400, "validation_error", "limit must be between 1 and 500", True)
+        if skip > 10_000_000:
+            return self.error(h, 400, "validation_error", "skip must be at most 10000000", True)
+        if p == "project/statement":
+            items = [{"id": "101", "type": "deposit", "amount": "1000.00", "balance_after": "1000.00",
+                      "currency": "usdt", "transfer_id": "tr1", "order_id": None, "card_id": None,
+                      "reference": "tx-1", "created_at": "2026-11-02T09:00:00.000000Z"}]
+            totals = dict.fromkeys(["deposits", "card_issue_fees", "card_topups", "card_withdrawals",
+                                    "card_closes", "disputes", "shortfalls", "adjustments"], "0.00")
+            totals["deposits"] = "1000.00"
+            return self.ok(h, {"period": period, "opening_balance": "0.00", "closing_balance": "1000.00",
+                               "totals": totals, "items": items[skip:skip + limit], "total": len(items),
+                               "skip": skip, "limit": limit})
+        if req.get("card_id") != "c1":
+            return self.error(h, 404, "card_not_found", "Card not found", True)
+        if req.get("external_user_id", "alice") != "alice":
+            return self.error(h, 422, "card_user_mismatch", "Card does not belong to this user", True)
+
+        def item(day, kind, amount, after, description, **ids):
+            return {"at": f"2026-11-{day}T10:00:00.000000Z", "kind": kind, "amount": amount,
+                    "balance_after": after, "transaction_id": None, "order_id": None, **ids,
+                    "description": description}
+        items = [item("03", "topup", "100.00", "100.00", "Topup", order_id="o1"),
+                 item("04", "purchase", "-30.00", "70.00", 'Purchase: Corner, "Shop"', transaction_id="t1"),
+                 item("05", "refund", "5.00", "75.00", 'Refund: Corner, "Shop"', transaction_id="t2"),
+                 item("06", "dispute_credit", "10.00", "85.00", "Dispute credit", dispute_id="d1")]
+        totals = dict.fromkeys(["topups", "withdrawals", "purchases", "refunds", "dispute_credits",
+                                "dispute_debits", "fees", "other"], "0.00")
+        totals.update(topups="100.00", purchases="-30.00", refunds="5.00", dispute_credits="10.00")
+        return self.ok(h, {"card_id": "c1", "period": period, "opening_balance": "0.00",
+                           "closing_balance": "85.00", "pending_at_close": "12.50", "totals": totals,
+                           "items": items[skip:skip + limit], "total": len(items), "skip": skip, "limit": limit})
 
     def dispute(self, h, p, req):
         """Disputes in the shapes of docs/api.md: one open dispute per transaction,
@@ -341,7 +388,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 55)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 57)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue
@@ -414,6 +461,50 @@ class ClientTests(unittest.TestCase):
                                            resolution_reason="network_rejected")
         self.assertEqual((lost["status"], lost["resolution_reason"]), ("lost", "network_rejected"))
         self.assertEqual(self.server.requests[-1][0], "/api/v2/simulate/disputes/advance")
+
+    def test_statements(self):
+        c = self.client
+        s = c.cards_statement(card_id="c1", external_user_id="alice", period="2026-11")
+        path, _, req = self.server.requests[-1]
+        self.assertEqual(path, "/api/v2/cards/statement")
+        self.assertEqual((req["card_id"], req["external_user_id"], req["period"]), ("c1", "alice", "2026-11"))
+        self.assertEqual((s["opening_balance"], s["closing_balance"], s["pending_at_close"]),
+                         ("0.00", "85.00", "12.50"))
+        self.assertEqual([i["kind"] for i in s["items"]], ["topup", "purchase", "refund", "dispute_credit"])
+        # Reconciling: opening + every item = closing, and the totals add up to the same.
+        D = decimal.Decimal
+        moved = sum((D(i["amount"]) for i in s["items"]), D(0))
+        self.assertEqual(D(s["opening_balance"]) + moved, D(s["closing_balance"]))
+        self.assertEqual(sum((D(t) for t in s["totals"].values()), D(0)), moved)
+        self.assertEqual([D(i["balance_after"]) for i in s["items"]], [D(100), D(70), D(75), D(85)])
+        purchase, dispute = s["items"][1], s["items"][3]
+        self.assertEqual((purchase["transaction_id"], purchase["order_id"]), ("t1", None))
+        self.assertEqual(purchase["description"], 'Purchase: Corner, "Shop"')
+        self.assertEqual((dispute["dispute_id"], dispute["transaction_id"]), ("d1", None))
+        self.assertNotIn("dispute_id", s["items"][0])
+
+        page = c.cards_statement({"card_id": "c1", "period": "2026-11"}, skip=2, limit=1)
+        self.assertEqual(([i["kind"] for i in page["items"]], page["total"], page["skip"], page["limit"]),
+                         (["refund"], 4, 2, 1))
+        self.assertEqual(page["totals"], s["totals"], "totals cover the whole period")
+
+        p = c.project_statement(period="2026-11")
+        self.assertEqual(self.server.requests[-1][0], "/api/v2/project/statement")
+        self.assertEqual((p["closing_balance"], p["items"][0]["type"], p["totals"]["deposits"]),
+                         ("1000.00", "deposit", "1000.00"))
+
+        for call, status, slug in [
+                (lambda: c.cards_statement(card_id="c1", period="2026-1"), 400, "validation_error"),
+                (lambda: c.cards_statement(card_id="c1", period="2999-01"), 400, "validation_error"),
+                (lambda: c.cards_statement(card_id="c1", period="2026-11", limit=501), 400, "validation_error"),
+                (lambda: c.project_statement(period="2026-11", limit=0), 400, "validation_error"),
+                (lambda: c.project_statement(period="2026-11", skip=10_000_001), 400, "validation_error"),
+                (lambda: c.cards_statement(card_id="nope", period="2026-11"), 404, "card_not_found"),
+                (lambda: c.cards_statement(card_id="c1", external_user_id="bob", period="2026-11"),
+                 422, "card_user_mismatch")]:
+            with self.assertRaises(IssuingApiError) as cm:
+                call()
+            self.assertEqual((cm.exception.status, cm.exception.slug), (status, slug))
 
     def test_decision_answers_and_requests(self):
         key = issuing_client.derive_key(API_SECRET)

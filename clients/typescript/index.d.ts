@@ -448,6 +448,114 @@ export interface DisputesFindQuery extends ListQuery {
   created_to?: string | number;
 }
 
+/** A UTC month, `YYYY-MM`: not in the future (the current month runs up to now). */
+export type StatementPeriod = string;
+
+export interface StatementQuery {
+  period: StatementPeriod;
+  /** Items to skip (default 0, at most 10,000,000). */
+  skip?: number;
+  /** Items to answer (default 100, 1 to 500). */
+  limit?: number;
+}
+
+export type StatementItemKind =
+  | "topup" | "withdrawal" | "purchase" | "refund" | "dispute_credit" | "dispute_debit" | "fee" | "other"
+  | (string & {});
+
+/** One posted movement of a card's funds (a hold moves nothing: it is not an item). */
+export interface StatementItem {
+  at: Timestamp;
+  kind: StatementItemKind;
+  /** Signed: positive adds to the card's funds. */
+  amount: Amount;
+  /** The card's funds after this item: the opening balance plus every item up to it. */
+  balance_after: Amount;
+  /** The card transaction (a purchase's, or the refund's own); `null` for order movements and disputes. */
+  transaction_id: string | null;
+  /** The order (topups, withdrawals, fees); `null` otherwise. */
+  order_id: string | null;
+  /** Only on `dispute_credit` and `dispute_debit`. */
+  dispute_id?: string;
+  /** For people, not programs: `"Topup"`, `"Purchase: Corner Shop"` (the merchant's name), `"Dispute credit"`, … */
+  description: string;
+  [field: string]: unknown;
+}
+
+/** A card statement's totals over the whole period (whatever page is asked), signed. */
+export interface CardStatementTotals {
+  topups: Amount;
+  withdrawals: Amount;
+  purchases: Amount;
+  refunds: Amount;
+  dispute_credits: Amount;
+  dispute_debits: Amount;
+  /** Fees taken from the card's funds. */
+  fees: Amount;
+  other: Amount;
+}
+
+/** `cards/statement`: opening + the sum of every item = closing; the totals add up to the same difference. */
+export interface CardStatement extends Success {
+  card_id: string;
+  period: StatementPeriod;
+  /** The card's funds (available + pending) at the period's start. */
+  opening_balance: Amount;
+  /** The card's funds at the period's end (now, for the current month). */
+  closing_balance: Amount;
+  /** The part of the closing balance open holds keep. */
+  pending_at_close: Amount;
+  totals: CardStatementTotals;
+  items: StatementItem[];
+  total: number;
+  skip: number;
+  limit: number;
+}
+
+/** An item of `project/txs` and `project/statement`: one movement of the master balance. */
+export interface ProjectTx {
+  id: string;
+  /** `deposit`, `card_issue`, `card_topup`, `fee`, `card_withdraw`, `refund`, `card_shortfall`, … */
+  type: string;
+  amount: Amount;
+  balance_after: Amount;
+  currency: string;
+  transfer_id: string;
+  order_id: string | null;
+  card_id: string | null;
+  reference: string | null;
+  created_at: Timestamp;
+  [field: string]: unknown;
+}
+
+/** A project statement's totals over the whole period, signed. */
+export interface ProjectStatementTotals {
+  deposits: Amount;
+  card_issue_fees: Amount;
+  /** Topups and their fees. */
+  card_topups: Amount;
+  card_withdrawals: Amount;
+  /** What `cards/close` brought back from closed cards. */
+  card_closes: Amount;
+  /** A closed card's dispute credits and what lost disputes took back. */
+  disputes: Amount;
+  shortfalls: Amount;
+  /** Everything else: refunds of failed orders and operator adjustments. */
+  adjustments: Amount;
+}
+
+/** `project/statement`: the master balance at the period's bounds; items oldest first. */
+export interface ProjectStatementResponse extends Success {
+  period: StatementPeriod;
+  opening_balance: Amount;
+  closing_balance: Amount;
+  totals: ProjectStatementTotals;
+  items: ProjectTx[];
+  total: number;
+  skip: number;
+  limit: number;
+}
+
 /** A webhook event: the envelope form (`event_type`, `data`) or a typed form (`type`). */
 export interface WebhookEvent {
   delivery_id: string;
@@ -493,7 +601,9 @@ export class IssuingClient {
   systemHealth(body?: Fields, options?: CallOptions): R<Health>;
   systemTime(body?: Fields, options?: CallOptions): R<ServerTime>;
   projectBalance(body?: Fields, options?: CallOptions): R<ProjectBalance>;
-  projectTxs(body?: ListQuery & { order_id?: string | string[]; created_from?: string | number; created_to?: string | number }, options?: CallOptions): R<Page<Record<string, unknown>>>;
+  projectTxs(body?: ListQuery & { order_id?: string | string[]; created_from?: string | number; created_to?: string | number }, options?: CallOptions): R<Page<ProjectTx>>;
+  /** A UTC month of the master balance. */
+  projectStatement(body: StatementQuery & Fields, options?: CallOptions): R<ProjectStatementResponse>;
   projectWalletTrc20(body?: Fields, options?: CallOptions): R<Wallet>;
 
   usersCreate(body: { external_user_id: string } & Fields, options?: CallOptions): R<User>;
@@ -526,6 +636,8 @@ export class IssuingClient {
   cardsTopup(body: { card_id: string; amount: AmountInput; idempotency_key?: string; currency?: string } & Fields, options?: CallOptions): R<Success>;
   cardsWithdraw(body: { card_id: string; amount: AmountInput; idempotency_key?: string; currency?: string } & Fields, options?: CallOptions): R<Success>;
   cardsTxs(body: { card_id: string; external_user_id: string } & Fields, options?: CallOptions): R<Page<CardTransaction>>;
+  /** A UTC month of the card's funds; `external_user_id`, when given, must be the card's user. */
+  cardsStatement(body: { card_id: string; external_user_id?: string } & StatementQuery & Fields, options?: CallOptions): R<CardStatement>;
   cardsClose(body: { card_id: string; idempotency_key?: string; reason?: string } & Fields, options?: CallOptions): R<Success>;
   cards3dsConfirm(
     body: { card_id: string; external_user_id: string; securement_id: string; confirm: boolean } & Fields,

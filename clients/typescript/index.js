@@ -575,6 +575,9 @@ export class IssuingClient {
   /** @param {Fields} [body] @param {CallOptions} [o] */ systemTime(body = {}, o) { return this.call("system/time", body, o); }
   /** @param {Fields} [body] @param {CallOptions} [o] */ projectBalance(body = {}, o) { return this.call("project/balance", body, o); }
   /** @param {Fields} [body] @param {CallOptions} [o] */ projectTxs(body = {}, o) { return this.call("project/txs", body, o); }
+  /** A UTC month (`period`, `YYYY-MM`) of the master balance: opening and closing
+   * balances, totals per kind, the items paged (`skip`, `limit` up to 500).
+   * @param {Fields} body @param {CallOptions} [o] */ projectStatement(body, o) { return this.call("project/statement", body, o); }
   /** @param {Fields} [body] @param {CallOptions} [o] */ projectWalletTrc20(body = {}, o) { return this.call("project/wallet/trc20", body, o); }
 
   /** @param {Fields} body @param {CallOptions} [o] */ usersCreate(body, o) { return this.call("users/create", body, o); }
@@ -598,6 +601,9 @@ export class IssuingClient {
   /** @param {Fields} body @param {CallOptions} [o] */ cardsTopup(body, o) { return this.call("cards/topup", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsWithdraw(body, o) { return this.call("cards/withdraw", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsTxs(body, o) { return this.call("cards/txs", body, o); }
+  /** A UTC month (`period`, `YYYY-MM`) of a card's funds (available + pending): opening
+   * and closing balances, `pending_at_close`, totals per kind, the items paged.
+   * @param {Fields} body @param {CallOptions} [o] */ cardsStatement(body, o) { return this.call("cards/statement", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cardsClose(body, o) { return this.call("cards/close", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ cards3dsConfirm(body, o) { return this.call("cards/3ds/confirm", body, o); }
 
@@ -655,6 +661,7 @@ export const ENDPOINTS = Object.freeze({
   systemTime: "system/time",
   projectBalance: "project/balance",
   projectTxs: "project/txs",
+  projectStatement: "project/statement",
   projectWalletTrc20: "project/wallet/trc20",
   usersCreate: "users/create",
   usersGet: "users/get",
@@ -674,6 +681,7 @@ export const ENDPOINTS = Object.freeze({
   cardsTopup: "cards/topup",
   cardsWithdraw: "cards/withdraw",
   cardsTxs: "cards/txs",
+  cardsStatement: "cards/statement",
   cardsClose: "cards/close",
   cards3dsConfirm: "cards/3ds/confirm",
   cardsLimitsSet: "cards/limits/set",

@@ -216,6 +216,10 @@ class FakeServer {
       case "simulate/disputes/advance":
         if (req.probe === undefined) return this.dispute(res, path, req, h.headers);
         return this.ok(res, { echo: path });
+      case "cards/statement":
+      case "project/statement":
+        if (req.probe === undefined) return this.statement(res, path, req);
+        return this.ok(res, { echo: path });
       default:
         if (Object.values(ENDPOINTS).includes(path)) return this.ok(res, { echo: path });
         return this.error(res, 404, "not_found", "Not found", true);
@@ -319,6 +323,56 @@ class FakeServer {
       }
     }
     return this.error(res, 404, "not_found", "Not found", true);
+  }
+
+  /**
+   * Statements in the shapes of docs/api.md: the month of its example (topup 100,
+   * purchase 30, refund 5, a hold of 12.50, a dispute credit of 10), the same checks.
+   * @param {any} res @param {string} path @param {any} req
+   */
+  statement(res, path, req) {
+    if (typeof req.period !== "string" || !/^\d{4}-(0[1-9]|1[0-2])$/.test(req.period)) {
+      return this.error(res, 400, "validation_error", "period must be a month, YYYY-MM", true);
+    }
+    if (req.period > "2026-11") return this.error(res, 400, "validation_error", `period ${req.period} is in the future`, true);
+    const skip = req.skip ?? 0;
+    const limit = req.limit ?? 100;
+    if (!(limit >= 1 && limit <= 500)) return this.error(res, 400, "validation_error", "limit must be between 1 and 500", true);
+    if (skip > 10_000_000) return this.error(res, 400, "validation_error", "skip must be at most 10000000", true);
+    if (path === "project/statement") {
+      const items = [
+        { id: "101", type: "deposit", amount: "1000.00", balance_after: "1000.00", currency: "usdt", transfer_id: "tr1", order_id: null, card_id: null, reference: "tx-1", created_at: "2026-11-02T09:00:00.000000Z" },
+        { id: "102", type: "card_issue", amount: "-2.00", balance_after: "998.00", currency: "usdt", transfer_id: "tr2", order_id: "o0", card_id: "c1", reference: null, created_at: "2026-11-02T09:01:00.000000Z" },
+      ];
+      const totals = { deposits: "1000.00", card_issue_fees: "-2.00", card_topups: "0.00", card_withdrawals: "0.00", card_closes: "0.00", disputes: "0.00", shortfalls: "0.00", adjustments: "0.00" };
+      return this.ok(res, { period: req.period, opening_balance: "0.00", closing_balance: "998.00", totals, items: items.slice(skip, skip + limit), total: items.length, skip, limit });
+    }
+    if (req.card_id !== "c1") return this.error(res, 404, "card_not_found", "Card not found", true);
+    if (req.external_user_id !== undefined && req.external_user_id !== "alice") {
+      return this.error(res, 422, "card_user_mismatch", "Card does not belong to this user", true);
+    }
+    const item = (/** @type {string} */ at, /** @type {string} */ kind, /** @type {string} */ amount, /** @type {string} */ after, /** @type {Record<string, unknown>} */ ids, /** @type {string} */ description) =>
+      ({ at: `2026-11-${at}Z`, kind, amount, balance_after: after, transaction_id: null, order_id: null, ...ids, description });
+    const items = [
+      item("03T10:00:00.000000", "topup", "100.00", "100.00", { order_id: "o1" }, "Topup"),
+      item("04T12:30:00.000000", "purchase", "-30.00", "70.00", { transaction_id: "t1" }, 'Purchase: Corner, "Shop"'),
+      item("05T08:00:00.000000", "refund", "5.00", "75.00", { transaction_id: "t2" }, 'Refund: Corner, "Shop"'),
+      item("06T16:45:00.000000", "dispute_credit", "10.00", "85.00", { dispute_id: "d1" }, "Dispute credit"),
+    ];
+    const totals = { topups: "100.00", withdrawals: "0.00", purchases: "-30.00", refunds: "5.00", dispute_credits: "10.00", dispute_debits: "0.00", fees: "0.00", other: "0.00" };
+    const month = req.period === "2026-11";
+    return this.ok(res, {
+      card_id: req.card_id,
+      period: req.period,
+      opening_balance: "0.00",
+      closing_balance: month ? "85.00" : "0.00",
+      pending_at_close: month ? "12.50" : "0.00",
+      totals: month ? totals : Object.fromEntries(Object.keys(totals).map((k) => [k, "0.00"])),
+      items: month ? items.slice(skip, skip + limit) : [],
+      total: month ? items.length : 0,
+      skip,
+      limit,
+    });
   }
 }
 
@@ -499,9 +553,50 @@ describe("client against a fake server", () => {
     assert.deepEqual(fake.requests.at(-1)?.req, { request_timestamp: fake.requests.at(-1)?.req.request_timestamp, dispute_id: again.dispute_id, to: "won", resolution_reason: "won_arbitration" });
   });
 
+  test("statements: a card's month adds up, pages, the project's month, typed errors", async () => {
+    const s = await client.cardsStatement({ card_id: "c1", external_user_id: "alice", period: "2026-11" });
+    assert.deepEqual(fake.requests.at(-1)?.req, { request_timestamp: fake.requests.at(-1)?.req.request_timestamp, card_id: "c1", external_user_id: "alice", period: "2026-11" });
+    assert.equal(s.success, true);
+    assert.equal(s.period, "2026-11");
+    assert.deepEqual([s.opening_balance, s.closing_balance, s.pending_at_close], ["0.00", "85.00", "12.50"]);
+    assert.deepEqual(s.items.map((i) => i.kind), ["topup", "purchase", "refund", "dispute_credit"]);
+    // Amounts are decimal strings: add them in cents, never as floats.
+    const cents = (/** @type {string} */ a) => Math.round(Number(a) * 100);
+    const sum = s.items.reduce((acc, i) => acc + cents(i.amount), 0);
+    assert.equal(cents(s.opening_balance) + sum, cents(s.closing_balance));
+    assert.equal(Object.values(s.totals).reduce((acc, t) => acc + cents(t), 0), sum);
+    assert.equal(s.items[1].transaction_id, "t1");
+    assert.equal(s.items[1].description, 'Purchase: Corner, "Shop"');
+    assert.equal(s.items[0].order_id, "o1");
+    assert.equal(s.items[0].transaction_id, null);
+    assert.equal(s.items[3].dispute_id, "d1");
+    assert.equal(s.items[3].transaction_id, null);
+    assert.equal(s.items[0].dispute_id, undefined);
+
+    const page = await client.cardsStatement({ card_id: "c1", period: "2026-11", skip: 1, limit: 2 });
+    assert.deepEqual(fake.requests.at(-1)?.req.skip, 1);
+    assert.deepEqual(page.items.map((i) => i.kind), ["purchase", "refund"]);
+    assert.deepEqual([page.total, page.skip, page.limit], [4, 1, 2]);
+    assert.deepEqual(page.totals, s.totals, "totals cover the whole period whatever the page");
+
+    const p = await client.projectStatement({ period: "2026-11" });
+    assert.equal(fake.requests.at(-1)?.path, "project/statement");
+    assert.equal(p.closing_balance, "998.00");
+    assert.equal(p.items[0].type, "deposit");
+    assert.equal(p.totals.card_issue_fees, "-2.00");
+
+    for (const period of ["2026-1", "2026-13", "2999-01", "2026/11"]) {
+      await assert.rejects(client.cardsStatement({ card_id: "c1", period }), { name: "IssuingError", status: 400, slug: "validation_error", path: "cards/statement" }, period);
+    }
+    await assert.rejects(client.projectStatement({ period: "2026-11", limit: 501 }), { status: 400, slug: "validation_error", path: "project/statement" });
+    await assert.rejects(client.cardsStatement({ card_id: "c1", period: "2026-11", limit: 0 }), { status: 400, slug: "validation_error" });
+    await assert.rejects(client.cardsStatement({ card_id: "nope", period: "2026-11" }), { status: 404, slug: "card_not_found" });
+    await assert.rejects(client.cardsStatement({ card_id: "c1", external_user_id: "bob", period: "2026-11" }), { status: 422, slug: "card_user_mismatch" });
+  });
+
   test("every endpoint has its method, calling its path", async () => {
     const paths = Object.values(ENDPOINTS);
-    assert.equal(paths.length, 55);
+    assert.equal(paths.length, 57);
     for (const [method, path] of Object.entries(ENDPOINTS)) {
       assert.equal(typeof (/** @type {any} */ (client)[method]), "function", method);
       if (path === "orders/check" || path.startsWith("users/")) continue;
