@@ -186,7 +186,7 @@ class FakeServer:
         items = [item("03", "topup", "100.00", "100.00", "Topup", order_id="o1"),
                  item("04", "purchase", "-30.00", "70.00", 'Purchase: Corner, "Shop"', transaction_id="t1"),
                  item("05", "refund", "5.00", "75.00", 'Refund: Corner, "Shop"', transaction_id="t2"),
-                 item("06", "dispute_credit", "10.00", "85.00", "Dispute credit", dispute_id="d1")]
+                 item("06", "dispute_credit", "10.00", "85.00", "Dispute credit: Corner, \"Shop\"", dispute_id="d1")]
         totals = dict.fromkeys(["topups", "withdrawals", "purchases", "refunds", "dispute_credits",
                                 "dispute_debits", "fees", "other"], "0.00")
         totals.update(topups="100.00", purchases="-30.00", refunds="5.00", dispute_credits="10.00")

@@ -357,7 +357,7 @@ class FakeServer {
       item("03T10:00:00.000000", "topup", "100.00", "100.00", { order_id: "o1" }, "Topup"),
       item("04T12:30:00.000000", "purchase", "-30.00", "70.00", { transaction_id: "t1" }, 'Purchase: Corner, "Shop"'),
       item("05T08:00:00.000000", "refund", "5.00", "75.00", { transaction_id: "t2" }, 'Refund: Corner, "Shop"'),
-      item("06T16:45:00.000000", "dispute_credit", "10.00", "85.00", { dispute_id: "d1" }, "Dispute credit"),
+      item("06T16:45:00.000000", "dispute_credit", "10.00", "85.00", { dispute_id: "d1" }, "Dispute credit: Corner, \"Shop\""),
     ];
     const totals = { topups: "100.00", withdrawals: "0.00", purchases: "-30.00", refunds: "5.00", dispute_credits: "10.00", dispute_debits: "0.00", fees: "0.00", other: "0.00" };
     const month = req.period === "2026-11";

@@ -92,6 +92,20 @@ fn describe(kind: &str, merchant: Option<&String>) -> String {
     }
 }
 
+/// The disputed transaction of each dispute a page's movements name.
+async fn disputed_transactions(
+    conn: &mut Conn,
+    project_id: &str,
+    movements: &[Movement],
+) -> Result<std::collections::HashMap<String, String>, ApiError> {
+    let ids: Vec<&str> = movements
+        .iter()
+        .filter(|m| card_category(&m.kind).1.starts_with("dispute_"))
+        .filter_map(reference_id)
+        .collect();
+    Ok(issuing_store::disputes::transactions_of(conn, project_id, &ids).await?)
+}
+
 async fn card_accounts(
     conn: &mut Conn,
     project_id: &str,
@@ -139,7 +153,9 @@ pub async fn card(
         (skip, limit),
     )
     .await?;
-    let ids: Vec<&str> = movements.iter().filter_map(reference_id).collect();
+    let disputed = disputed_transactions(&mut conn, project_id, &movements).await?;
+    let mut ids: Vec<&str> = movements.iter().filter_map(reference_id).collect();
+    ids.extend(disputed.values().map(String::as_str));
     let merchants = statements::merchant_names(&mut conn, project_id, &ids).await?;
     let items = movements
         .iter()
@@ -156,7 +172,12 @@ pub async fn card(
                     .filter(|_| m.order_id.is_none()),
                 order_id: m.order_id.clone(),
                 dispute_id: if dispute { id.map(str::to_owned) } else { None },
-                description: describe(kind, id.and_then(|i| merchants.get(i))),
+                // A dispute's movement names the merchant of the disputed transaction.
+                description: describe(
+                    kind,
+                    id.map(|i| disputed.get(i).map_or(i, String::as_str))
+                        .and_then(|i| merchants.get(i)),
+                ),
             }
         })
         .collect();

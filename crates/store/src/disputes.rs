@@ -186,6 +186,30 @@ pub async fn by_id(conn: &mut Conn, id: &str) -> Result<Option<DisputeRecord>, S
     row.as_ref().map(from_row).transpose()
 }
 
+/// The disputed transaction of each of the project's disputes `ids`.
+pub async fn transactions_of(
+    conn: &mut Conn,
+    project_id: &str,
+    ids: &[&str],
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    use crate::writer::{AsBatch, RowRead};
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let rows = crate::query::project_rows_by_id(
+        &mut conn.as_batch(),
+        "disputes",
+        "id, transaction_id",
+        project_id,
+        ids,
+        false,
+    )
+    .await?;
+    rows.iter()
+        .map(|r| Ok((r.text("id")?, r.text("transaction_id")?)))
+        .collect()
+}
+
 /// Records the provider's id of a dispute created there.
 pub async fn set_provider_id(
     conn: &mut Conn,
