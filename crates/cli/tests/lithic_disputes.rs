@@ -229,10 +229,50 @@ async fn withdrawn_here_or_at_lithic(l: &Lithic) {
     let id = d["dispute_id"].as_str().unwrap().to_owned();
     assert_eq!(l.balance("bea", &card_id).await.0, usdt("100"));
 
+    // Lithic would not take a file: ours is not kept either.
+    l.fake.fail(
+        "POST",
+        "/v1/disputes/{dispute_token}/evidences",
+        Fault::Refuse(404, "Dispute not found"),
+        1,
+    );
+    let (s, v) =
+        l.t.call(
+            "disputes/evidence/add",
+            json!({"dispute_id": id, "filename": "a.png", "content_type": "image/png",
+               "content": base64::engine::general_purpose::STANDARD.encode(b"\x89PNG\r\n\x1a\n..")}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["error_slug"].as_str()),
+        (500, Some("provider_error")),
+        "{v}"
+    );
+    assert_eq!(get(l, &id).await["evidence"].as_array().unwrap().len(), 0);
+    assert!(l.fake.uploads().is_empty());
+
+    // Lithic refuses the withdrawal: ours stays open, the credit where it is.
+    l.fake.fail(
+        "DELETE",
+        "/v1/disputes/{dispute_token}",
+        Fault::Refuse(400, "The dispute cannot be withdrawn"),
+        1,
+    );
+    let (s, v) =
+        l.t.call("disputes/withdraw", json!({"dispute_id": id}))
+            .await;
+    assert_eq!(
+        (s, v["error_slug"].as_str()),
+        (500, Some("provider_error")),
+        "{v}"
+    );
+    assert_eq!(get(l, &id).await["status"], "submitted");
+    assert_eq!(l.balance("bea", &card_id).await.0, usdt("100"));
+
     // disputes/withdraw: DELETE at Lithic first, then ours, the credit taken back.
     let w = l.t.ok("disputes/withdraw", json!({"dispute_id": id})).await;
     assert_eq!(w["status"], "withdrawn");
-    assert_eq!(l.fake.calls("DELETE", "/v1/disputes/{dispute_token}"), 1);
+    assert_eq!(l.fake.calls("DELETE", "/v1/disputes/{dispute_token}"), 2);
     let token = lithic_token(l, &id).await;
     let theirs = l.fake.dispute(&token).unwrap();
     assert_eq!(
@@ -270,7 +310,16 @@ async fn withdrawn_here_or_at_lithic(l: &Lithic) {
         (Some("withdrawn"), Some("withdrawn"))
     );
     assert_eq!(l.balance("bea", &card_id).await.0, usdt("85"));
-    assert_eq!(l.fake.calls("DELETE", "/v1/disputes/{dispute_token}"), 1);
+    assert_eq!(l.fake.calls("DELETE", "/v1/disputes/{dispute_token}"), 2);
+    // A withdrawn dispute is not withdrawn again, here or there.
+    l.t.expect_error(
+        "disputes/withdraw",
+        json!({"dispute_id": id}),
+        422,
+        "invalid_status_transition",
+    )
+    .await;
+    assert_eq!(l.fake.calls("DELETE", "/v1/disputes/{dispute_token}"), 2);
 }
 
 lithic_case!(no_dispute_rights_takes_the_credit_back);
