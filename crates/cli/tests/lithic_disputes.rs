@@ -475,3 +475,28 @@ async fn events_we_cannot_apply_are_acknowledged(l: &Lithic) {
         }
     }
 }
+
+lithic_case!(two_requests_racing_leave_one_dispute_open_at_lithic);
+async fn two_requests_racing_leave_one_dispute_open_at_lithic(l: &Lithic) {
+    let (card_id, card_token) = l.card("fay", "50").await;
+    let (_, tx) = settled(l, "fay", &card_id, &card_token, 1200).await;
+    let body = json!({"transaction_id": tx, "reason": "duplicated", "provisional_credit": true});
+    let (a, b) = tokio::join!(
+        create(l, body.clone(), "race-a"),
+        create(l, body.clone(), "race-b")
+    );
+    let mut statuses = [a.0, b.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{a:?} {b:?}");
+    let won = if a.0 == 200 { &a.1 } else { &b.1 };
+    let token = lithic_token(l, won["dispute_id"].as_str().unwrap()).await;
+    // The dispute recorded is open at Lithic; any other filing was withdrawn there.
+    let theirs = l.fake.disputes();
+    assert_eq!(l.fake.dispute(&token).unwrap()["status"], "NEW");
+    assert_eq!(
+        theirs.iter().filter(|d| d["status"] == "NEW").count(),
+        1,
+        "{theirs:?}"
+    );
+    assert_eq!(l.balance("fay", &card_id).await.0, usdt("50"));
+}

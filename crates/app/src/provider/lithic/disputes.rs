@@ -31,7 +31,7 @@ impl LithicProvider {
     /// Files `f` with Lithic: its dispute token. Lithic's document gives
     /// `POST /v1/disputes` no `Idempotency-Key`, so a dispute is looked up before it is
     /// filed (`GET /v1/disputes?transaction_tokens=`) and after an answer that was
-    /// lost: an open one of the same amount and reason that no dispute of ours records
+    /// lost or a refusal: an open one of the same amount and reason that no dispute of ours records
     /// is one an earlier attempt filed (then crashed, or lost the answer), and is the
     /// one recorded now. Any other open dispute there refuses the request.
     pub async fn file_dispute(&self, f: &Filing<'_>) -> Result<String, ApiError> {
@@ -84,7 +84,9 @@ impl LithicProvider {
             .await;
         let answer = match answer {
             Ok(answer) => answer,
-            Err(e @ CallError::Unavailable(_)) => {
+            // A lost answer, or a refusal because another request filed meanwhile (two
+            // racing for one transaction): what Lithic holds now says which.
+            Err(e) => {
                 return match self
                     .unrecorded_dispute(f.card_id, &transaction_token, cents, &reason)
                     .await?
@@ -93,7 +95,6 @@ impl LithicProvider {
                     None => Err(failed(f.card_id, "dispute", e)),
                 };
             }
-            Err(e) => return Err(failed(f.card_id, "dispute", e)),
         };
         answer
             .get("token")
@@ -173,6 +174,20 @@ impl LithicProvider {
     /// operator, and its `dispute.updated` events are acknowledged as of an unknown
     /// dispute. (Had our commit in fact landed, Lithic's withdrawal moves ours.)
     pub async fn undo_filing(&self, card_id: &str, token: &str) {
+        // Two requests racing for one transaction may both hold the token (the second
+        // found the first's filing at Lithic): the one that recorded it keeps it.
+        let recorded = async {
+            let mut conn = self.deps.store.conn().await?;
+            disputes::by_provider_id(&mut conn, token, "").await
+        };
+        match recorded.await {
+            Ok(None) => {}
+            Ok(Some(_)) => return,
+            Err(e) => {
+                tracing::error!(subprovider = %self.code, card_id, dispute_token = token, error = %e, "a dispute filed with Lithic may not be recorded: check it by hand");
+                return;
+            }
+        }
         if let Err(e) = self.withdraw_dispute(card_id, token).await {
             tracing::error!(subprovider = %self.code, card_id, dispute_token = token, error = %e.message, "a dispute filed with Lithic was not recorded and could not be withdrawn there: withdraw it by hand");
         }
