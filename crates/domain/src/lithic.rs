@@ -3,6 +3,7 @@
 //! KYC states from account holder statuses, what Lithic needs from `kyc_data`, the ASA
 //! `result` of a decision, and what each transaction event does to our ledger.
 
+use crate::dispute::{DisputeReason, DisputeStatus, ResolutionReason};
 use crate::kyc::{KycData, KycLevel, KycState, KycStatus, RegistrationStatus};
 use issuing_wire::Amount;
 use sha2::{Digest, Sha256};
@@ -52,6 +53,64 @@ pub fn account_holder_external_id(cardholder_id: &str) -> String {
 /// The `Idempotency-Key` of the `POST /v1/cards` that issues our card.
 pub fn card_idempotency_key(card_id: &str) -> String {
     derived_uuid("lithic-card", card_id)
+}
+
+/// Our dispute reason as Lithic's `reason`: the same name in upper case.
+pub fn dispute_reason(reason: DisputeReason) -> String {
+    reason.as_str().to_ascii_uppercase()
+}
+
+/// Lithic's dispute statuses (`dispute-v1.status`).
+pub const DISPUTE_STATUSES: [&str; 8] = [
+    "ARBITRATION",
+    "CASE_CLOSED",
+    "CASE_WON",
+    "NEW",
+    "PENDING_CUSTOMER",
+    "PREARBITRATION",
+    "REPRESENTMENT",
+    "SUBMITTED",
+];
+
+/// The status (and, for a final one, the resolution reason) a Lithic dispute's
+/// `status` and `resolution_reason` mean for ours (CONTRACT §15): `NEW`,
+/// `PENDING_CUSTOMER` and `SUBMITTED` are submitted; `REPRESENTMENT`, `PREARBITRATION`
+/// and `ARBITRATION` are the same; `CASE_WON` is won; `CASE_CLOSED` is withdrawn when
+/// its reason is `WITHDRAWN`, else lost. A final status's reason is Lithic's in lower
+/// case when it is one of ours of that status, `no_dispute_rights` for any
+/// `NO_DISPUTE_RIGHTS_*`, else `won_first_chargeback` or `case_lost`. None for a status
+/// Lithic adds later.
+pub fn dispute_status_of(
+    status: &str,
+    resolution_reason: Option<&str>,
+) -> Option<(DisputeStatus, Option<ResolutionReason>)> {
+    let to = match status {
+        "NEW" | "PENDING_CUSTOMER" | "SUBMITTED" => DisputeStatus::Submitted,
+        "REPRESENTMENT" => DisputeStatus::Representment,
+        "PREARBITRATION" => DisputeStatus::Prearbitration,
+        "ARBITRATION" => DisputeStatus::Arbitration,
+        "CASE_WON" => DisputeStatus::Won,
+        "CASE_CLOSED" if resolution_reason == Some("WITHDRAWN") => DisputeStatus::Withdrawn,
+        "CASE_CLOSED" => DisputeStatus::Lost,
+        _ => return None,
+    };
+    if !to.is_final() {
+        return Some((to, None));
+    }
+    let theirs = resolution_reason.unwrap_or_default();
+    let reason = if theirs.starts_with("NO_DISPUTE_RIGHTS_") && to == DisputeStatus::Lost {
+        ResolutionReason::NoDisputeRights
+    } else {
+        match ResolutionReason::parse(&theirs.to_ascii_lowercase()) {
+            Some(r) if r.status() == to => r,
+            _ => match to {
+                DisputeStatus::Won => ResolutionReason::WonFirstChargeback,
+                DisputeStatus::Withdrawn => ResolutionReason::Withdrawn,
+                _ => ResolutionReason::CaseLost,
+            },
+        }
+    };
+    Some((to, Some(reason)))
 }
 
 /// Lithic cents as our micro-units; None beyond the bound of every amount of ours
@@ -384,5 +443,59 @@ mod tests {
         for (kind, result, known, action) in cases {
             assert_eq!(event_action(kind, result, known), action, "{kind} {result}");
         }
+    }
+
+    #[test]
+    fn lithic_dispute_statuses_as_ours() {
+        use DisputeStatus::*;
+        use ResolutionReason as R;
+        let of = |s: &str, r: Option<&str>| dispute_status_of(s, r);
+        for s in ["NEW", "PENDING_CUSTOMER", "SUBMITTED"] {
+            assert_eq!(of(s, None), Some((Submitted, None)));
+        }
+        assert_eq!(of("REPRESENTMENT", None), Some((Representment, None)));
+        assert_eq!(of("PREARBITRATION", None), Some((Prearbitration, None)));
+        assert_eq!(of("ARBITRATION", None), Some((Arbitration, None)));
+        assert_eq!(
+            of("CASE_WON", None),
+            Some((Won, Some(R::WonFirstChargeback)))
+        );
+        assert_eq!(
+            of("CASE_WON", Some("WON_ARBITRATION")),
+            Some((Won, Some(R::WonArbitration)))
+        );
+        assert_eq!(
+            of("CASE_WON", Some("CASE_LOST")),
+            Some((Won, Some(R::WonFirstChargeback)))
+        );
+        assert_eq!(
+            of("CASE_CLOSED", Some("WITHDRAWN")),
+            Some((Withdrawn, Some(R::Withdrawn)))
+        );
+        assert_eq!(
+            of("CASE_CLOSED", Some("NO_DISPUTE_RIGHTS_3DS")),
+            Some((Lost, Some(R::NoDisputeRights)))
+        );
+        assert_eq!(
+            of("CASE_CLOSED", Some("PAST_FILING_DATE")),
+            Some((Lost, Some(R::PastFilingDate)))
+        );
+        assert_eq!(
+            of("CASE_CLOSED", Some("NETWORK_REJECTED")),
+            Some((Lost, Some(R::NetworkRejected)))
+        );
+        assert_eq!(
+            of("CASE_CLOSED", Some("REFUNDED")),
+            Some((Lost, Some(R::CaseLost)))
+        );
+        assert_eq!(of("CASE_CLOSED", None), Some((Lost, Some(R::CaseLost))));
+        assert_eq!(of("LATER", None), None);
+        for s in DISPUTE_STATUSES {
+            assert!(of(s, None).is_some(), "{s}");
+        }
+        assert_eq!(
+            dispute_reason(DisputeReason::GoodsServicesNotReceived),
+            "GOODS_SERVICES_NOT_RECEIVED"
+        );
     }
 }

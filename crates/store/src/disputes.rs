@@ -377,6 +377,21 @@ pub async fn insert_evidence(conn: &mut Conn, e: &EvidenceRecord) -> Result<(), 
     Ok(())
 }
 
+/// Removes an evidence file just added (its provider would not take it).
+pub async fn delete_evidence(
+    conn: &mut Conn,
+    project_id: &str,
+    evidence_id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM dispute_evidence WHERE project_id = $1 AND id = $2")
+        .bind(project_id)
+        .bind(evidence_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::from_write)?;
+    Ok(())
+}
+
 /// A dispute's evidence metadata (the sealed content left out), oldest first.
 pub async fn evidence_list(
     conn: &mut Conn,

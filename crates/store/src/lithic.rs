@@ -170,6 +170,47 @@ pub async fn transaction_of(
     })
 }
 
+/// The Lithic transaction token of one of our card transactions: the mapping an
+/// event of it wrote, else the ASA request that made it (its network message id is
+/// `lithic:asa:<token>`). Neither is indexed by our transaction: disputes, which ask,
+/// are rare.
+pub async fn token_of_transaction(
+    conn: &mut Conn,
+    subprovider_code: &str,
+    project_id: &str,
+    transaction_id: &str,
+) -> Result<Option<String>, StoreError> {
+    let row = sqlx::query(
+        "SELECT token FROM lithic_transactions \
+         WHERE subprovider_code = $1 AND project_id = $2 AND transaction_id = $3 \
+         ORDER BY created_at LIMIT 1",
+    )
+    .bind(subprovider_code)
+    .bind(project_id)
+    .bind(transaction_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(r) = row {
+        return Ok(Some(r.try_get("token")?));
+    }
+    let row = sqlx::query(
+        "SELECT message_id FROM card_network_messages \
+         WHERE project_id = $1 AND transaction_id = $2 AND message_id LIKE 'lithic:asa:%' \
+         ORDER BY created_at LIMIT 1",
+    )
+    .bind(project_id)
+    .bind(transaction_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(match row {
+        Some(r) => {
+            let id: String = r.try_get("message_id")?;
+            id.strip_prefix("lithic:asa:").map(str::to_owned)
+        }
+        None => None,
+    })
+}
+
 /// One transaction event seen.
 pub struct SeenEvent<'a> {
     pub subprovider_code: &'a str,

@@ -151,29 +151,15 @@ pub(crate) async fn emit(conn: &mut Conn, d: &DisputeRecord) -> Result<(), ApiEr
     Ok(())
 }
 
-/// `disputes/create`.
-pub async fn create(
-    state: &App,
+/// What may be disputed of `disputed` as `p` asks, every check passed: the amount.
+async fn checked_amount(
+    tx: &mut Tx,
     project_id: &str,
-    req: CreateRequest,
-    token: IdempotencyToken,
-) -> Result<Value, ApiError> {
-    let p = parse(req)?;
-    let (mut tx, locked, disputed) = begin_on(state, project_id, &p.transaction_id).await?;
-    check_disputable(&disputed)?;
-    if state
-        .providers
-        .lithic(&locked.card.subprovider_code)
-        .is_some()
-    {
-        // Lithic's chargebacks are not filed from here yet: refusing is better than a
-        // dispute the network never hears of.
-        return Err(ApiError::new(
-            ErrorSlug::TransactionNotDisputable,
-            "Disputes of this card's provider (Lithic) are not filed through this API yet",
-        ));
-    }
-    let now = now_micros();
+    disputed: &CardTxRecord,
+    p: &Parsed,
+    now: i64,
+) -> Result<i64, ApiError> {
+    check_disputable(disputed)?;
     let settled_at = disputed.settled_at.unwrap_or(disputed.updated_at);
     if !window_open(settled_at, now) {
         return Err(ApiError::new(
@@ -181,11 +167,11 @@ pub async fn create(
             "The transaction settled more than 120 days ago",
         ));
     }
-    if disputes::has_open(&mut tx, project_id, &disputed.id).await? {
+    if disputes::has_open(tx, project_id, &disputed.id).await? {
         return Err(already_exists());
     }
-    let claimed = disputes::claimed(&mut tx, project_id, &disputed.id).await?;
-    let left = disputable(&disputed, claimed);
+    let claimed = disputes::claimed(tx, project_id, &disputed.id).await?;
+    let left = disputable(disputed, claimed);
     let amount = p.amount.map_or(left, Amount::micros);
     if amount <= 0 || amount > left {
         return Err(ApiError::new(
@@ -195,6 +181,62 @@ pub async fn create(
                 Amount::from_micros(left)
             ),
         ));
+    }
+    Ok(amount)
+}
+
+/// `disputes/create`. A dispute of a Lithic card is filed with Lithic between two
+/// transactions of ours: the first checks the request and lets its locks go (no lock
+/// is held across Lithic's calls), Lithic files it, the second checks again and
+/// records it with Lithic's token. A failure at Lithic leaves nothing of ours; a
+/// failure of ours after Lithic filed withdraws it there again. A crash between the
+/// two leaves an open dispute at Lithic that none of ours records: the next request to
+/// dispute the transaction finds it there and records it (`file_dispute`).
+pub async fn create(
+    state: &App,
+    project_id: &str,
+    req: CreateRequest,
+    token: IdempotencyToken,
+) -> Result<Value, ApiError> {
+    let p = parse(req)?;
+    let now = now_micros();
+    let (mut tx, mut locked, mut disputed) = begin_on(state, project_id, &p.transaction_id).await?;
+    let amount = checked_amount(&mut tx, project_id, &disputed, &p, now).await?;
+    let lithic = state
+        .providers
+        .lithic(&locked.card.subprovider_code)
+        .cloned();
+    let mut filed = None;
+    if let Some(lithic) = &lithic {
+        drop(tx);
+        let dispute_token = lithic
+            .file_dispute(&super::Filing {
+                project_id,
+                card_id: &disputed.card_id,
+                transaction_id: &disputed.id,
+                amount,
+                reason: p.reason,
+                customer_note: p.note.as_deref(),
+            })
+            .await?;
+        let again = async {
+            let (mut tx, locked, disputed) = begin_on(state, project_id, &p.transaction_id).await?;
+            if checked_amount(&mut tx, project_id, &disputed, &p, now).await? != amount {
+                return Err(ApiError::new(
+                    ErrorSlug::InvalidAmount,
+                    "The transaction changed meanwhile; dispute it again",
+                ));
+            }
+            Ok((tx, locked, disputed))
+        };
+        match again.await {
+            Ok(v) => (tx, locked, disputed) = v,
+            Err(e) => {
+                lithic.undo_filing(&disputed.card_id, &dispute_token).await;
+                return Err(e);
+            }
+        }
+        filed = Some(dispute_token);
     }
     let d = DisputeRecord {
         id: new_id(),
@@ -208,37 +250,50 @@ pub async fn create(
         status: DisputeStatus::Submitted.as_str().into(),
         resolution_reason: None,
         provisional_credit: p.provisional,
-        provider_dispute_id: None,
+        provider_dispute_id: filed.clone(),
         created_at: now,
         updated_at: now,
         resolved_at: None,
     };
-    disputes::insert(&mut tx, &d, None)
-        .await
-        .map_err(|e| match e {
-            StoreError::Conflict => already_exists(),
-            other => other.into(),
-        })?;
-    if d.provisional_credit {
-        money::credit(
-            &mut tx,
-            &d,
-            &locked.card,
-            &disputed,
-            CreditFrom::DisputeAccount,
-            now,
-        )
-        .await?;
+    let recorded = async {
+        disputes::insert(&mut tx, &d, None)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict => already_exists(),
+                other => other.into(),
+            })?;
+        if d.provisional_credit {
+            money::credit(
+                &mut tx,
+                &d,
+                &locked.card,
+                &disputed,
+                CreditFrom::DisputeAccount,
+                now,
+            )
+            .await?;
+        }
+        emit(&mut tx, &d).await?;
+        let mut body = serde_json::to_value(view::full(&mut tx, &d).await?)
+            .map_err(|_| ApiError::internal())?;
+        // The answer as the pipeline's `reply` shapes every success.
+        body["success"] = Value::Bool(true);
+        token.complete(&mut tx, &body).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok::<_, ApiError>(body)
     }
-    emit(&mut tx, &d).await?;
-    let mut body =
-        serde_json::to_value(view::full(&mut tx, &d).await?).map_err(|_| ApiError::internal())?;
-    // The answer as the pipeline's `reply` shapes every success.
-    body["success"] = Value::Bool(true);
-    token.complete(&mut tx, &body).await?;
-    tx.commit().await.map_err(StoreError::from)?;
-    state.deliveries_wakeup.notify_one();
-    Ok(body)
+    .await;
+    match (recorded, &lithic, &filed) {
+        (Ok(body), _, _) => {
+            state.deliveries_wakeup.notify_one();
+            Ok(body)
+        }
+        (Err(e), Some(lithic), Some(dispute_token)) => {
+            lithic.undo_filing(&d.card_id, dispute_token).await;
+            Err(e)
+        }
+        (Err(e), _, _) => Err(e),
+    }
 }
 
 fn already_exists() -> ApiError {

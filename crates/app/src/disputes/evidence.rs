@@ -1,7 +1,8 @@
 //! A dispute's evidence files (CONTRACT §15): PDF, PNG or JPEG, at most 4 MiB each and
 //! 10 per dispute, only while the dispute is open. The content is sealed with the
 //! master key before it reaches the database and opened only to answer
-//! `disputes/evidence/get`; it is never logged (`Debug` shows sizes).
+//! `disputes/evidence/get`; it is never logged (`Debug` shows sizes). A dispute filed
+//! with Lithic gets each file there as well (`provider::lithic::disputes`).
 
 use crate::App;
 use base64::Engine as _;
@@ -116,7 +117,7 @@ pub async fn add(
         id: new_id(),
         dispute_id: d.id.clone(),
         project_id: project_id.to_owned(),
-        filename: file.filename,
+        filename: file.filename.clone(),
         content_type: file.content_type.into(),
         size: i64::try_from(file.bytes.len()).map_err(|_| too_large())?,
         sha256: hex(&Sha256::digest(&file.bytes)),
@@ -124,7 +125,27 @@ pub async fn add(
         created_at: now_micros(),
     };
     disputes::insert_evidence(&mut tx, &rec).await?;
+    let card = issuing_store::cards::get(&mut tx, project_id, &d.card_id).await?;
     tx.commit().await.map_err(StoreError::from)?;
+    // A dispute filed with Lithic gets the file there too, once ours is stored (no
+    // lock is held across Lithic's calls); a file Lithic would not take is not kept.
+    let lithic = card.and_then(|c| state.providers.lithic(&c.subprovider_code).cloned());
+    if let (Some(lithic), Some(token)) = (lithic, d.provider_dispute_id.as_deref()) {
+        let sent = lithic
+            .upload_evidence(
+                &d.card_id,
+                token,
+                &rec.filename,
+                &rec.content_type,
+                &file.bytes,
+            )
+            .await;
+        if let Err(e) = sent {
+            let mut conn = state.store.conn().await?;
+            disputes::delete_evidence(&mut conn, project_id, &rec.id).await?;
+            return Err(e);
+        }
+    }
     Ok(super::view::evidence(&rec))
 }
 

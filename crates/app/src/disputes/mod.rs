@@ -23,6 +23,19 @@ pub use create::{create, CreateRequest, ENDPOINT as CREATE_ENDPOINT};
 pub use moves::{advance, withdraw};
 pub use view::{find, get};
 
+/// A dispute to file with the card's provider (Lithic), as `disputes/create` checked
+/// it.
+pub struct Filing<'a> {
+    pub project_id: &'a str,
+    pub card_id: &'a str,
+    /// Our card transaction disputed.
+    pub transaction_id: &'a str,
+    /// Micro-units.
+    pub amount: i64,
+    pub reason: issuing_domain::dispute::DisputeReason,
+    pub customer_note: Option<&'a str>,
+}
+
 pub fn not_found() -> ApiError {
     ApiError::new(ErrorSlug::DisputeNotFound, "Dispute not found")
 }

@@ -1,5 +1,6 @@
-//! A dispute's status changes: `disputes/withdraw` (the project gives up) and the
-//! sandbox's `simulate/disputes/advance` (the network's move). Each asks the domain's
+//! A dispute's status changes: `disputes/withdraw` (the project gives up), the
+//! sandbox's `simulate/disputes/advance` (the network's move) and a provider's event
+//! (Lithic's `dispute.updated`). Each asks the domain's
 //! state machine, then writes the new status, its timeline row, the money the new
 //! status brings and `dispute.updated`, in one transaction.
 
@@ -9,6 +10,7 @@ use super::view;
 use crate::App;
 use issuing_domain::dispute::{Dispute, DisputeStatus, ResolutionReason, TransitionError};
 use issuing_domain::time::now_micros;
+use issuing_store::cards;
 use issuing_store::disputes::{self, DisputeRecord};
 use issuing_store::StoreError;
 use issuing_wire::api::Dispute as DisputeView;
@@ -20,6 +22,9 @@ pub enum Change {
     Withdraw,
     /// To a status, with a resolution reason or the final state's default.
     To(DisputeStatus, Option<ResolutionReason>),
+    /// The provider's network tells the status it has (Lithic's `dispute.updated`):
+    /// like `To`, except that the status the dispute has already changes nothing.
+    Provider(DisputeStatus, Option<ResolutionReason>),
 }
 
 fn refused(e: TransitionError) -> ApiError {
@@ -44,12 +49,25 @@ fn restore(d: &DisputeRecord) -> Result<Dispute, ApiError> {
     })
 }
 
-/// `disputes/withdraw`.
+/// `disputes/withdraw`. A dispute filed with Lithic is withdrawn there first (when our
+/// state machine allows it): a refusal there leaves ours open, and Lithic's
+/// `dispute.updated` for the withdrawal then finds it withdrawn already.
 pub async fn withdraw(
     state: &App,
     project_id: &str,
     dispute_id: &str,
 ) -> Result<DisputeView, ApiError> {
+    let (d, card) = {
+        let mut conn = state.store.conn().await?;
+        let d = super::load(&mut conn, &state.store, project_id, dispute_id, false).await?;
+        let card = cards::get(&mut conn, project_id, &d.card_id).await?;
+        (d, card)
+    };
+    let lithic = card.and_then(|c| state.providers.lithic(&c.subprovider_code).cloned());
+    if let (Some(lithic), Some(token)) = (lithic, d.provider_dispute_id.as_deref()) {
+        restore(&d)?.withdraw().map_err(refused)?;
+        lithic.withdraw_dispute(&d.card_id, token).await?;
+    }
     apply(state, project_id, dispute_id, Change::Withdraw, None).await
 }
 
@@ -102,7 +120,10 @@ pub async fn apply(
     let current = restore(&prev)?;
     let next_state = match change {
         Change::Withdraw => current.withdraw(),
-        Change::To(to, reason) => current.advance(to, reason),
+        Change::Provider(to, _) if to == current.status() => {
+            return view::full(&mut tx, &prev).await;
+        }
+        Change::To(to, reason) | Change::Provider(to, reason) => current.advance(to, reason),
     }
     .map_err(refused)?;
     let now = now_micros();

@@ -14,17 +14,19 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// The events our subscription asks for (CONTRACT §14), and `embed.viewed`: a
-/// cardholder saw a card's details in Lithic's embed (CONTRACT §16), recorded in the
-/// audit log.
-pub const EVENT_TYPES: [&str; 4] = [
+/// The events our subscription asks for (CONTRACT §14): `dispute.updated` drives our
+/// disputes of Lithic cards (CONTRACT §15), and `embed.viewed` (a cardholder saw a
+/// card's details in Lithic's embed, CONTRACT §16) is recorded in the audit log.
+pub const EVENT_TYPES: [&str; 5] = [
     "card_transaction.updated",
     "account_holder.verification",
     "account_holder.created",
+    "dispute.updated",
     "embed.viewed",
 ];
 /// Names our subscription in Lithic's dashboard, and finds it again on a re-enrolment.
-const SUBSCRIPTION_DESCRIPTION: &str = "issuing: card transactions, account holders, embeds";
+const SUBSCRIPTION_DESCRIPTION: &str =
+    "issuing: card transactions, account holders, disputes, embeds";
 
 fn lithic_settings<'a>(catalog: &'a Catalog, code: &str) -> anyhow::Result<&'a LithicSettings> {
     match catalog.subprovider(code).map(|s| &s.kind) {

@@ -118,6 +118,67 @@ impl Client {
         format!("{}/v1/embed?{query}", self.base)
     }
 
+    /// An HTTP PUT of `bytes` to `url`, a pre-signed upload target Lithic answered (a
+    /// dispute's evidence `upload_url`): without our API key, which is for Lithic's API
+    /// alone. Storing the same bytes again is harmless, so every transient failure is
+    /// retried, within `CALL_DEADLINE`.
+    pub async fn upload(
+        &self,
+        op: &'static str,
+        url: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Result<(), CallError> {
+        let parsed = url::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "https" | "http") && u.host().is_some())
+            .ok_or_else(|| CallError::Refused {
+                status: 0,
+                message: "Lithic answered an upload_url that is not an HTTP URL".into(),
+            })?;
+        let deadline = Instant::now() + CALL_DEADLINE;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let sent = self
+                .http
+                .put(parsed.clone())
+                .timeout(left.min(ATTEMPT_TIMEOUT))
+                .header("Content-Type", content_type)
+                .body(bytes.to_vec())
+                .send()
+                .await;
+            let (reason, detail) = match sent {
+                Ok(r) if r.status().is_success() => {
+                    self.metrics.provider.call(&self.subprovider, op, "ok");
+                    return Ok(());
+                }
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    if !matches!(status, 408 | 429 | 500..=599) {
+                        self.metrics.provider.call(&self.subprovider, op, "refused");
+                        return Err(CallError::Refused {
+                            status,
+                            message: "the upload target refused the file".into(),
+                        });
+                    }
+                    ("server_error", format!("HTTP {status}"))
+                }
+                Err(e) => ("transport", describe(&e)),
+            };
+            self.metrics.provider.call(&self.subprovider, op, reason);
+            let wait = backoff(attempt);
+            if attempt >= MAX_ATTEMPTS || Instant::now() + wait >= deadline {
+                return Err(CallError::Unavailable(format!(
+                    "{detail} (after {attempt} attempts)"
+                )));
+            }
+            self.metrics.provider.retry(&self.subprovider, op, reason);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     pub async fn get(&self, op: &'static str, path: &str) -> Result<Value, CallError> {
         self.call(op, Method::GET, path, None, None, Retry::Transient)
             .await

@@ -3,7 +3,8 @@
 //! its `events[]` so far, and each event is applied once, in `created` order, keyed by
 //! its token (`lithic:event:<token>` as the network message id). Deliveries may repeat
 //! and arrive out of order; each one is applied alone. `account_holder.*` events update
-//! KYC. Other event types are acknowledged and ignored.
+//! KYC; `dispute.updated` moves our dispute (`disputes.rs`). Other event types are
+//! acknowledged and ignored.
 //!
 //! Our answer is 200 when every event of the delivery is applied or ignored. An event
 //! that could not be applied answers 500 so that Lithic delivers the transaction again;
@@ -61,6 +62,13 @@ pub async fn events(state: &App, code: &str, signed: &Signed<'_>, body: &[u8]) -
                 Err(e) => return malformed(state, code, event_type, &e.to_string()),
             }
         }
+        "dispute.updated" => match super::disputes::DisputeUpdated::parse(&value) {
+            Ok(u) => match super::disputes::on_updated(state, &lithic, &u).await {
+                Ok(reply) => return reply,
+                Err(e) => Err(e),
+            },
+            Err(e) => return malformed(state, code, event_type, &e.to_string()),
+        },
         "embed.viewed" => match EmbedViewed::parse(&value) {
             Ok(viewed) => on_embed_viewed(state, &lithic, signed.id, &viewed).await,
             Err(e) => return malformed(state, code, event_type, &e.to_string()),

@@ -8,6 +8,7 @@
 //! - `inbound.rs`: what Lithic sends us, parsed (a bad message is never a 5xx).
 //! - `asa.rs`: Authorization Stream Access, Lithic asking us to decide.
 //! - `events.rs`: event deliveries (transactions, account holders).
+//! - `disputes.rs`: disputes filed with Lithic, and its `dispute.updated` events.
 //! - `admin.rs`: enrolment of the ASA responder and the event subscription.
 //!
 //! Topups and withdrawals move money in our ledger only: Lithic keeps no balance for a
@@ -16,6 +17,7 @@
 pub mod admin;
 pub mod asa;
 mod client;
+pub mod disputes;
 pub mod events;
 mod inbound;
 pub mod kyc;

@@ -266,3 +266,40 @@ pub fn holder(
         },
     })
 }
+
+/// A dispute as `POST /v1/disputes` makes it (`dispute-v1`), `NEW`.
+pub fn dispute(token: &str, request: &Value) -> Value {
+    json!({
+        "token": token,
+        "transaction_token": request["transaction_token"],
+        "amount": request["amount"],
+        "reason": request["reason"],
+        "customer_filed_date": request.get("customer_filed_date").cloned().unwrap_or(Value::Null),
+        "customer_note": request.get("customer_note").cloned().unwrap_or(Value::Null),
+        "created": now(),
+        "status": "NEW",
+        "resolution_reason": null,
+        "resolution_date": null,
+        "resolution_note": null,
+        "arbitration_date": null,
+        "prearbitration_date": null,
+        "representment_date": null,
+        "network_claim_ids": null,
+        "network_filed_date": null,
+        "network_reason_code": null,
+        "primary_claim_id": null,
+    })
+}
+
+/// An evidence as `POST /v1/disputes/{dispute_token}/evidences` makes it, to be
+/// uploaded to `upload_url`.
+pub fn evidence(token: &str, dispute_token: &str, filename: &str, upload_url: &str) -> Value {
+    json!({
+        "token": token,
+        "dispute_token": dispute_token,
+        "created": now(),
+        "filename": filename,
+        "upload_status": "PENDING",
+        "upload_url": upload_url,
+    })
+}

@@ -3,7 +3,9 @@
 //! responder endpoints, event subscriptions), serves the embed pages a cardholder's
 //! browser loads (`GET /v1/embed`, single use per detail, then `embed.viewed`), plays
 //! the card network (ASA requests, then `card_transaction.updated`
-//! deliveries with every event so far), signs what it sends exactly as Lithic does
+//! deliveries with every event so far), files disputes (`/v1/disputes`, their
+//! evidences, whose upload target it serves on a port of its own) and plays their
+//! `dispute.updated` events, signs what it sends exactly as Lithic does
 //! (Standard Webhooks), and checks every request it receives, every answer it gives,
 //! every webhook it sends and every answer our server gives against the document.
 //! `assert_clean` fails the test on any mismatch. Faults (429 with `retry-after`, 5xx,
@@ -98,6 +100,10 @@ struct Books {
     next_holder_status: Option<String>,
     /// (method, template, status) of every request received.
     log: Vec<(String, String, u16)>,
+    disputes: BTreeMap<String, Value>,
+    evidences: BTreeMap<String, Value>,
+    /// What arrived at the upload target: (evidence token, content type, bytes).
+    uploads: Vec<(String, String, Vec<u8>)>,
 }
 
 struct Inner {
@@ -108,6 +114,9 @@ struct Inner {
     pan_access: AtomicBool,
     pans: AtomicU64,
     http: reqwest::Client,
+    /// Where evidence files are uploaded (the fake's second port): a pre-signed URL
+    /// elsewhere than Lithic's API, as Lithic answers.
+    upload_base: String,
 }
 
 pub struct FakeLithic {
@@ -167,7 +176,10 @@ fn tx_result(asa_result: &str) -> &'static str {
 
 impl FakeLithic {
     pub async fn start() -> FakeLithic {
+        let uploads = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upload_base = format!("http://{}", uploads.local_addr().unwrap());
         let inner = Arc::new(Inner {
+            upload_base,
             api_key: format!("test-lithic-key-{}", uuid()),
             asa_secret: secret(),
             books: Mutex::new(Books::default()),
@@ -179,6 +191,12 @@ impl FakeLithic {
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(inner.clone());
+        let upload_app = axum::Router::new()
+            .fallback(upload)
+            .with_state(inner.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(uploads, upload_app).await;
+        });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -269,6 +287,74 @@ impl FakeLithic {
             .iter()
             .flat_map(|s| s.event_types.clone())
             .collect()
+    }
+
+    pub fn disputes(&self) -> Vec<Value> {
+        self.books().disputes.values().cloned().collect()
+    }
+
+    pub fn dispute(&self, token: &str) -> Option<Value> {
+        self.books().disputes.get(token).cloned()
+    }
+
+    /// A dispute of the transaction `tx` Lithic holds as if filed by our server (an
+    /// attempt whose every answer after the filing was lost): its token.
+    pub fn add_dispute(&self, tx: &str, cents: i64, reason: &str) -> String {
+        let token = uuid();
+        let request = json!({"transaction_token": tx, "amount": cents, "reason": reason,
+                             "customer_filed_date": bodies::now()});
+        self.books()
+            .disputes
+            .insert(token.clone(), bodies::dispute(&token, &request));
+        token
+    }
+
+    pub fn evidences(&self) -> Vec<Value> {
+        self.books().evidences.values().cloned().collect()
+    }
+
+    /// What arrived at the upload target: (evidence token, content type, bytes).
+    pub fn uploads(&self) -> Vec<(String, String, Vec<u8>)> {
+        self.books().uploads.clone()
+    }
+
+    /// The dispute `token` takes `status` (and `resolution_reason`), and Lithic says so
+    /// with `dispute.updated` to the subscriptions: our statuses and answers, each
+    /// checked against the document.
+    pub async fn update_dispute(
+        &self,
+        token: &str,
+        status: &str,
+        resolution_reason: Option<&str>,
+    ) -> Vec<(u16, Option<Value>)> {
+        let mut body = {
+            let mut b = self.books();
+            let d = b.disputes.get_mut(token).expect("a dispute of the fake");
+            d["status"] = json!(status);
+            d["resolution_reason"] = json!(resolution_reason);
+            if ["CASE_WON", "CASE_CLOSED"].contains(&status) {
+                d["resolution_date"] = json!(bodies::now());
+            }
+            d.clone()
+        };
+        body["event_type"] = json!("dispute.updated");
+        self.dispute_event(&body).await
+    }
+
+    /// A `dispute.updated` body as it is (for a dispute the fake may not hold), checked
+    /// against the document and delivered: our statuses and answers.
+    pub async fn dispute_event(&self, body: &Value) -> Vec<(u16, Option<Value>)> {
+        for p in Spec::get().check_webhook("dispute.updated", body) {
+            self.violation(format!("the fake's own dispute.updated: {p}"));
+        }
+        let answers = self.event_raw("dispute.updated", &body.to_string()).await;
+        for (status, answer) in &answers {
+            for p in Spec::get().check_webhook_response("dispute.updated", *status, answer.as_ref())
+            {
+                self.violation(p);
+            }
+        }
+        answers
     }
 
     pub fn asa_url(&self) -> Option<String> {
@@ -783,6 +869,86 @@ impl FakeLithic {
                 }
                 (200, answer)
             }
+            ("GET", "/v1/disputes") => {
+                let wanted: Vec<String> = q("transaction_tokens")
+                    .map(|t| t.split(',').map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let data: Vec<Value> = b
+                    .disputes
+                    .values()
+                    .filter(|d| {
+                        wanted.is_empty()
+                            || wanted.iter().any(|w| d["transaction_token"] == w.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                (200, json!({"data": data, "has_more": false}))
+            }
+            ("POST", "/v1/disputes") => {
+                let tx = body["transaction_token"].as_str().unwrap_or_default();
+                if !b.txs.contains_key(tx) {
+                    return (
+                        422,
+                        error("transaction_token is not a transaction of this program"),
+                    );
+                }
+                if body["amount"].as_i64().is_none_or(|a| a <= 0) {
+                    return (400, error("amount must be a positive number of cents"));
+                }
+                let open = b.disputes.values().any(|d| {
+                    d["transaction_token"] == tx
+                        && !["CASE_WON", "CASE_CLOSED"]
+                            .contains(&d["status"].as_str().unwrap_or(""))
+                });
+                if open {
+                    return (422, error("The transaction already has an open dispute"));
+                }
+                let token = uuid();
+                let dispute = bodies::dispute(&token, &body);
+                b.disputes.insert(token, dispute.clone());
+                (201, dispute)
+            }
+            ("GET", "/v1/disputes/{dispute_token}") => match b.disputes.get(&last) {
+                Some(d) => (200, d.clone()),
+                None => (404, error("Dispute not found")),
+            },
+            ("DELETE", "/v1/disputes/{dispute_token}") => {
+                let Some(d) = b.disputes.get_mut(&last) else {
+                    return (404, error("Dispute not found"));
+                };
+                match d["status"].as_str() {
+                    Some("CASE_CLOSED") if d["resolution_reason"] == "WITHDRAWN" => {}
+                    Some("CASE_WON" | "CASE_CLOSED") => {
+                        return (400, error("The dispute is closed"));
+                    }
+                    _ => {
+                        d["status"] = json!("CASE_CLOSED");
+                        d["resolution_reason"] = json!("WITHDRAWN");
+                        d["resolution_date"] = json!(bodies::now());
+                    }
+                }
+                (200, d.clone())
+            }
+            ("POST", "/v1/disputes/{dispute_token}/evidences") => {
+                let dispute = path.split('/').nth(3).unwrap_or_default().to_owned();
+                if !b.disputes.contains_key(&dispute) {
+                    return (404, error("Dispute not found"));
+                }
+                let token = uuid();
+                let url = format!(
+                    "{}/uploads/{token}?signature={}",
+                    self.inner.upload_base,
+                    uuid()
+                );
+                let e = bodies::evidence(
+                    &token,
+                    &dispute,
+                    body["filename"].as_str().unwrap_or_default(),
+                    &url,
+                );
+                b.evidences.insert(token, e.clone());
+                (201, e)
+            }
             ("GET", "/v1/cards/{card_token}") => match b.cards.get(&last) {
                 Some(c) => (200, self.visible(c.clone())),
                 None => (404, error("Card not found")),
@@ -989,6 +1155,50 @@ impl FakeLithic {
         }
         card
     }
+}
+
+/// The upload target of evidence files (`upload_url`, the fake's second port): a PUT of
+/// the file to `/uploads/{evidence_token}`, without Lithic's API key (the URL is the
+/// credential). The bytes are kept as they arrived.
+async fn upload(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let fake = FakeLithic {
+        base: String::new(),
+        api_key: inner.api_key.clone(),
+        inner: inner.clone(),
+    };
+    let token = uri
+        .path()
+        .strip_prefix("/uploads/")
+        .unwrap_or_default()
+        .to_owned();
+    if method != Method::PUT {
+        fake.violation(format!("{method} {uri}: the upload target takes a PUT"));
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    if headers.contains_key("authorization") {
+        fake.violation(format!(
+            "PUT {uri}: our API key was sent to the upload target"
+        ));
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut b = inner.books.lock().unwrap();
+    let Some(e) = b.evidences.get_mut(&token) else {
+        return StatusCode::FORBIDDEN.into_response();
+    };
+    e["upload_status"] = json!("UPLOADED");
+    b.uploads.push((token, content_type, body.to_vec()));
+    b.log.push(("PUT".into(), "upload_url".into(), 200));
+    StatusCode::OK.into_response()
 }
 
 /// Notes a request received, with the status it was answered.

@@ -168,6 +168,10 @@ impl Spec {
                     .parse::<bool>()
                     .map(Value::from)
                     .unwrap_or(json!(value)),
+                // `style: form, explode: false`: the items joined by commas.
+                Some("array") if p.get("explode") == Some(&json!(false)) => {
+                    json!(value.split(',').collect::<Vec<_>>())
+                }
                 _ => json!(value),
             };
             problems.extend(self.check_inline(&schema, &typed, &format!("{what} ?{name}")));
