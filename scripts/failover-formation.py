@@ -6,13 +6,16 @@ On loopback: a monitor, a primary and a synchronous standby, run by `pg_autoctl`
 `target_session_attrs=read-write`. Under load (top-ups with idempotency keys,
 authorizations with network message ids, card issues, a subscribed webhook receiver):
 
-1. SIGKILL of the primary's whole process group (postmaster and `pg_autoctl`: the
-   machine is gone), the monitor promotes the standby; every request that got no
+1. SIGKILL of the primary's postmaster: the monitor promotes the standby while the
+   old primary's pg_autoctl restarts its postmaster (it answers again for a moment,
+   then is demoted and rejoins as a standby by itself); every request that got no
    success is sent again with the same key or id until it is answered;
 2. the checks: every answered operation is there exactly once, `admin verify-ledger`
    passes, every event is delivered, no 5xx but 503;
-3. the old machine comes back (it rejoins as a standby), `pg_autoctl perform
-   switchover` fails back to it under load, and the checks run again.
+3. `pg_autoctl perform switchover` fails back to the old primary under load; the checks;
+4. 1-3 again with the whole machine lost: SIGKILL of the postmaster and its pg_autoctl
+   at once (the monitor waits `primary_demote_timeout` for it), then `pg_autoctl run`
+   brings it back as a standby before the switchover.
 
 Prints a report with the measured times (kill -> promotion -> first successful write),
 the 503 answers and the retries. Times are reported, not asserted; a 5xx other than 503,
@@ -204,10 +207,18 @@ class Formation:
             raise Failed(f"synchronous_commit is {sc!r} on {primary}")
         return f"{names} (synchronous_commit={sc})"
 
-    def kill(self, name: str) -> None:
+    def kill_machine(self, name: str) -> None:
+        """SIGKILL of the node's postmaster and its pg_autoctl at once: the machine is lost."""
         p = self.procs.pop(name)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+    def kill_postmaster(self, name: str) -> None:
+        """SIGKILL of the postmaster alone: its pg_autoctl restarts it on the same machine
+        a few seconds later, while the monitor is already failing over."""
+        with open(os.path.join(self.pgdata(name), "postmaster.pid")) as f:
+            pid = int(f.readline())
+        os.kill(pid, signal.SIGKILL)
 
     def stop_all(self) -> None:
         for name, p in list(self.procs.items()):
@@ -322,6 +333,7 @@ class Load:
         self.issues: Dict[str, Tuple[str, str]] = {}  # key -> (order_id, card_id)
         self.auths: Dict[str, Tuple[str, str]] = {}  # network_message_id -> (card_id, transaction_id)
         self.completed: set = set()  # orders seen completed by an earlier check
+        self.read = Read()
         self.stop = threading.Event()
         self.threads: List[threading.Thread] = []
 
@@ -396,7 +408,7 @@ class Load:
                 else:
                     self.issue()
                 # A steady load, not a flood: the checks wait for every order to finish.
-                time.sleep(0.03)
+                time.sleep(0.05)
         except Failed as e:
             self.stats.unexpected.append(str(e))
 
@@ -420,13 +432,43 @@ class Load:
 # The checks
 
 
-def page(c: Client, path: str, fields: Dict[str, Any]) -> List[Dict[str, Any]]:
-    items: List[Dict[str, Any]] = []
-    while True:
-        body = c.invoke(path, {**fields, "skip": len(items), "limit": 100, "sort_dir": "asc"})
-        items.extend(body["items"])
-        if len(items) >= body["total"] or not body["items"]:
-            return items
+class Read:
+    """What the checks have read so far: each check reads only what is new (paging over
+    everything each time grows with the square of the run)."""
+
+    def __init__(self):
+        self.master: Dict[str, Dict[str, Any]] = {}  # ledger entry id -> movement
+        self.since: Optional[str] = None
+        self.auths: Dict[str, set] = {}  # card -> its authorizations' transaction ids
+
+    def master_moves(self, c: Client) -> List[Dict[str, Any]]:
+        fields: Dict[str, Any] = {"types": ["card_topup", "card_issue"], "sort_dir": "asc"}
+        if self.since:
+            fields["created_from"] = self.since  # inclusive: entries are keyed by id
+        skip = 0
+        while True:
+            body = c.invoke("project/txs", {**fields, "skip": skip, "limit": 100})
+            for t in body["items"]:
+                self.master[t["id"]] = t
+                self.since = max(self.since or t["created_at"], t["created_at"])
+            skip += len(body["items"])
+            if skip >= body["total"] or not body["items"]:
+                return list(self.master.values())
+
+    def card_auths(self, c: Client, card: str, user: str) -> set:
+        """Newest first, until a page holds nothing new (an authorization left pending
+        does not change, so what was read before is all behind)."""
+        known = self.auths.setdefault(card, set())
+        skip = 0
+        while True:
+            body = c.invoke("cards/txs", {"card_id": card, "external_user_id": user, "slug": "auth",
+                                          "skip": skip, "limit": 100, "sort_dir": "desc"})
+            ids = [t["transaction_id"] for t in body["items"]]
+            new = [i for i in ids if i not in known]
+            known.update(ids)
+            skip += len(ids)
+            if not new or skip >= body["total"]:
+                return known
 
 
 def once(what: str, answered: List[str], seen: Counter, total: int) -> List[str]:
@@ -445,7 +487,8 @@ def once(what: str, answered: List[str], seen: Counter, total: int) -> List[str]
 def check(load: Load, setup_issues: int, c: Client, rx: Receiver, issuing: str,
           env: Dict[str, str], label: str) -> Dict[str, Any]:
     problems: List[str] = []
-    txs = page(c, "project/txs", {"types": ["card_topup", "card_issue"]})
+    began = now()
+    txs = load.read.master_moves(c)
     topups = Counter(t["order_id"] for t in txs if t["type"] == "card_topup")
     issues = Counter(t["order_id"] for t in txs if t["type"] == "card_issue")
     # The setup cards' initial top-ups are lines of their card_issue order's.
@@ -461,10 +504,11 @@ def check(load: Load, setup_issues: int, c: Client, rx: Receiver, issuing: str,
         by_card.setdefault(card, []).append(tx)
     auth_count = 0
     for card, answered in by_card.items():
-        items = page(c, "cards/txs", {"card_id": card, "external_user_id": load.user, "slug": "auth"})
-        seen = Counter(t["transaction_id"] for t in items)
+        items = load.read.card_auths(c, card, load.user)
+        seen = Counter(items)
         problems += once(f"authorization on {card}", answered, seen, len(answered))
         auth_count += len(items)
+    log(f"read {len(txs)} master movements and {auth_count} authorizations ({now() - began:.1f} s)")
     # Orders finish by themselves.
     orders = [o for o in list(load.topups.values()) + issue_ids if o not in load.completed]
 
@@ -650,54 +694,74 @@ def main() -> int:
         stats = Stats()
         load = Load(c, stats, user, cards, setup_orders)
 
-        # -- 1. The primary's machine dies.
-        load.start(args.workers)
-        time.sleep(4)
-        w = Watch(f, "node2", base)
-        log(f"load running ({args.workers} threads); SIGKILL node1's process group "
-            "(postmaster and pg_autoctl)")
-        n503 = len(stats.s503)
-        killed = now()
-        f.kill("node1")
-        f.wait("node2 to be promoted", lambda: w.writable_at, 90, every=0.1)
-        log(f"node2 accepts writes {w.writable_at - killed:.2f} s after the kill; {f.state()}")
-        f.wait("the service's first write after the promotion",
-               lambda: any(a > w.writable_at for _, a in stats.writes), 60, every=0.1)
-        f.wait("/ready to answer 200 again", lambda: w.ready_at, 30, every=0.1)
-        time.sleep(4)
-        load.finish()
-        w.done()
-        report["failover"] = phase("failover (SIGKILL of the primary)", killed, w, stats, n503)
-        log(f"failover: {report['failover']}")
-        report["checks_after_failover"] = check(load, len(setup_orders), c, rx, issuing, env, "the failover")
+        report["phases"] = []
 
-        # -- 2. The old machine comes back and the formation fails back to it.
-        load.start(args.workers)
-        back = now()
-        f.run("node1")
-        f.wait("node1 to rejoin as a standby",
-               lambda: f.states() == {"node1": "secondary/secondary", "node2": "primary/primary"}, 120)
-        rejoin = now() - back
-        log(f"node1 rejoined as a standby in {rejoin:.2f} s; synchronous_standby_names on node2: "
-            f"{f.check_sync('node2')}")
-        time.sleep(3)
-        w = Watch(f, "node1", base)
-        n503 = len(stats.s503)
-        switched = now()
-        log("pg_autoctl perform switchover (back to node1), under load")
-        f.autoctl("perform", "switchover", "--monitor", f.monitor_uri, timeout=120)
-        f.wait("node1 to be promoted", lambda: w.writable_at, 90, every=0.1)
-        f.wait("the service's first write after the switchover",
-               lambda: any(a > w.writable_at for _, a in stats.writes), 60, every=0.1)
-        f.wait("node1 primary, node2 secondary",
-               lambda: f.states() == {"node1": "primary/primary", "node2": "secondary/secondary"}, 120)
-        time.sleep(4)
-        load.finish()
-        w.done()
-        report["failback"] = phase("failback (switchover to the old primary)", switched, w, stats, n503)
-        report["failback"]["rejoin_s"] = round(rejoin, 2)
-        log(f"failback: {report['failback']}")
-        report["checks_after_failback"] = check(load, len(setup_orders), c, rx, issuing, env, "the failback")
+        def failover(kind: str) -> None:
+            """node1, the primary, is lost under load; node2 is promoted."""
+            load.start(args.workers)
+            time.sleep(4)
+            w = Watch(f, "node2", base)
+            what = "postmaster" if kind == "postmaster" else "postmaster and pg_autoctl (the machine)"
+            log(f"load running ({args.workers} threads); SIGKILL of node1's {what}")
+            n503 = len(stats.s503)
+            killed = now()
+            if kind == "postmaster":
+                f.kill_postmaster("node1")
+            else:
+                f.kill_machine("node1")
+            f.wait("node2 to be promoted", lambda: w.writable_at, 90, every=0.1)
+            log(f"node2 accepts writes {w.writable_at - killed:.2f} s after the kill; {f.state()}")
+            f.wait("the service's first write after the promotion",
+                   lambda: any(a > w.writable_at for _, a in stats.writes), 60, every=0.1)
+            f.wait("/ready to answer 200 again", lambda: w.ready_at, 30, every=0.1)
+            time.sleep(3)
+            load.finish()
+            w.done()
+            r = phase(f"failover: SIGKILL of the primary's {what}", killed, w, stats, n503)
+            log(f"{r}")
+            r["checked"] = check(load, len(setup_orders), c, rx, issuing, env, r["phase"])
+            report["phases"].append(r)
+
+        def failback(kind: str) -> None:
+            """node1 is a synchronous standby again; a switchover under load makes it the
+            primary."""
+            load.start(args.workers)
+            back = now()
+            if kind == "machine":
+                f.run("node1")
+            f.wait("node1 to rejoin as a standby",
+                   lambda: f.states() == {"node1": "secondary/secondary", "node2": "primary/primary"}, 120)
+            rejoin = now() - back
+            log(f"node1 is a standby again {rejoin:.2f} s after the checks"
+                f"{' and its restart' if kind == 'machine' else ''}; synchronous_standby_names on node2: "
+                f"{f.check_sync('node2')}")
+            time.sleep(2)
+            w = Watch(f, "node1", base)
+            n503 = len(stats.s503)
+            switched = now()
+            log("pg_autoctl perform switchover (back to node1), under load")
+            f.autoctl("perform", "switchover", "--monitor", f.monitor_uri, timeout=120)
+            f.wait("node1 to be promoted", lambda: w.writable_at, 90, every=0.1)
+            f.wait("the service's first write after the switchover",
+                   lambda: any(a > w.writable_at for _, a in stats.writes), 60, every=0.1)
+            f.wait("node1 primary, node2 secondary",
+                   lambda: f.states() == {"node1": "primary/primary", "node2": "secondary/secondary"}, 120)
+            time.sleep(3)
+            load.finish()
+            w.done()
+            r = phase("failback: switchover to the old primary", switched, w, stats, n503)
+            r["rejoin_s"] = round(rejoin, 2)
+            log(f"{r}")
+            r["checked"] = check(load, len(setup_orders), c, rx, issuing, env, r["phase"])
+            report["phases"].append(r)
+
+        # The postmaster alone first: its pg_autoctl restarts it while the monitor is
+        # already promoting node2, so the old primary answers again for a moment (the
+        # service may go back to it) before it is demoted. Then the whole machine: the
+        # monitor waits primary_demote_timeout for a primary that never answers.
+        for kind in ("postmaster", "machine"):
+            failover(kind)
+            failback(kind)
 
         # -- The service's own account.
         text = metrics(metrics_url)
@@ -718,23 +782,22 @@ def main() -> int:
             raise Failed(f"unexpected answers: {stats.unexpected[:5]}")
 
         print("\n== PostgreSQL failover on a pg_auto_failover formation: report ==")
-        for ph in ("failover", "failback"):
-            r = report[ph]
+        for r in report["phases"]:
             print(f"{r['phase']}:")
-            print(f"  {'kill' if ph == 'failover' else 'switchover'} -> new primary accepts writes: "
-                  f"{r['to_promotion_s']} s")
+            verb = "kill" if r["phase"].startswith("failover") else "switchover"
+            if "rejoin_s" in r:
+                print(f"  old primary a synchronous standby again: {r['rejoin_s']} s")
+            print(f"  {verb} -> new primary accepts writes: {r['to_promotion_s']} s")
             print(f"  promotion -> the service's first successful write: {r['promotion_to_first_write_s']} s")
             print(f"  /ready not 200 for: {r['ready_503_s']} s")
             print(f"  requests answered 503: {r['answered_503']} "
                   f"(first to last: {r['first_503_to_last_503_s']} s)")
-            if "rejoin_s" in r:
-                print(f"  old primary restarted -> secondary again: {r['rejoin_s']} s")
         print(f"answers by status: {report['requests']}; no answer (sent again): "
               f"{report['unanswered_requests']}; operations sent more than once: {report['operations_retried']}")
         print(f"metrics: 5xx by status {report['metrics_5xx']}, "
               f"issuing_database_unavailable_total {report['metrics_outages']}")
-        print(f"checked: {report['checks_after_failback']} -- each answered operation exactly once, "
-              "every event delivered, ledger ok")
+        print(f"checked after each phase, in all: {report['phases'][-1]['checked']} -- each answered "
+              "operation exactly once, every event delivered, ledger ok")
         print("service logs:")
         for ln in logs:
             print(f"  {ln[:300]}")
