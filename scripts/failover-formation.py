@@ -644,7 +644,9 @@ def main() -> int:
     try:
         log("formation: creating the monitor, node1 (primary) and node2 (standby)")
         f.create()
-        log(f"formation: {f.state()}; synchronous_standby_names on node1: {f.check_sync('node1')}")
+        nss = f.autoctl("get", "formation", "number-sync-standbys", "--monitor", f.monitor_uri).strip()
+        log(f"formation: {f.state()}; number_sync_standbys {nss}; synchronous_standby_names on node1: "
+            f"{f.check_sync('node1')}; max_connections {f.sql('node1', 'SHOW max_connections')}")
 
         url = (f"postgres://postgres@127.0.0.1:{ports[1]},127.0.0.1:{ports[2]}/{DB}"
                "?target_session_attrs=read-write")
