@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
@@ -54,7 +55,8 @@ from typing import Any, Dict, List, Optional, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
-from issuing_client import Client, IssuingClientError, derive_key, open_envelope  # noqa: E402
+from issuing_client import (Client, IssuingApiError, IssuingClientError, derive_key,  # noqa: E402
+                            open_envelope)
 
 MONITOR_URI_DB = "pg_auto_failover"
 DB = "issuing"
@@ -309,6 +311,7 @@ class Stats:
         self.unexpected: List[str] = []
         self.writes: List[Tuple[float, float]] = []  # (sent, answered) of successful writes
         self.s503: List[float] = []
+        self.answers: List[Tuple[float, float, int]] = []  # (sent, answered, status)
 
     def add(self, **kw):
         with self.lock:
@@ -333,6 +336,7 @@ class Load:
         self.issues: Dict[str, Tuple[str, str]] = {}  # key -> (order_id, card_id)
         self.auths: Dict[str, Tuple[str, str]] = {}  # network_message_id -> (card_id, transaction_id)
         self.completed: set = set()  # orders seen completed by an earlier check
+        self.answered_at: Dict[str, float] = {}  # order or transaction id -> when answered
         self.read = Read()
         self.stop = threading.Event()
         self.threads: List[threading.Thread] = []
@@ -352,6 +356,7 @@ class Load:
                 continue
             answered = now()
             with self.stats.lock:
+                self.stats.answers.append((sent, answered, status))
                 self.stats.status[status] += 1
                 if status == 503:
                     self.stats.s503.append(answered)
@@ -380,6 +385,7 @@ class Load:
         body = self.send("cards/topup", {"card_id": card, "amount": "10"}, key)
         with self.lock:
             self.topups[key] = body["order_id"]
+            self.answered_at[body["order_id"]] = now()
 
     def issue(self) -> None:
         key = f"fo-card-{uuid.uuid4().hex}"
@@ -387,6 +393,7 @@ class Load:
                                           "product_code": "virtual_usd"}, key)
         with self.lock:
             self.issues[key] = (body["order"]["order_id"], body["card_id"])
+            self.answered_at[body["order"]["order_id"]] = now()
 
     def auth(self, card: str) -> None:
         mid = f"fo-net-{uuid.uuid4().hex}"
@@ -394,6 +401,7 @@ class Load:
                                                  "network_message_id": mid})
         with self.lock:
             self.auths[mid] = (card, body["transactionId"])
+            self.answered_at[body["transactionId"]] = now()
 
     def worker(self, n: int) -> None:
         rnd = random.Random(n)
@@ -442,7 +450,9 @@ class Read:
         self.auths: Dict[str, set] = {}  # card -> its authorizations' transaction ids
 
     def master_moves(self, c: Client) -> List[Dict[str, Any]]:
-        fields: Dict[str, Any] = {"types": ["card_topup", "card_issue"], "sort_dir": "asc"}
+        # Every type, filtered here: the `types` filter took seconds a page on these
+        # freshly filled tables (their planner statistics not gathered yet).
+        fields: Dict[str, Any] = {"sort_dir": "asc"}
         if self.since:
             fields["created_from"] = self.since  # inclusive: entries are keyed by id
         skip = 0
@@ -471,11 +481,13 @@ class Read:
                 return known
 
 
-def once(what: str, answered: List[str], seen: Counter, total: int) -> List[str]:
+def once(what: str, answered: List[str], seen: Counter, total: int,
+         at: Optional[Dict[str, float]] = None) -> List[str]:
     problems = []
     for oid in answered:
         if seen[oid] != 1:
-            problems.append(f"{what} {oid} answered success but found {seen[oid]} times")
+            when = f" (answered at {at[oid]:.2f} s)" if at and oid in at else ""
+            problems.append(f"{what} {oid} answered success{when} but found {seen[oid]} times")
     extra = [k for k, n in seen.items() if n != 1]
     if extra:
         problems.append(f"{what}: {len(extra)} ids more than once, e.g. {extra[:3]}")
@@ -488,16 +500,18 @@ def check(load: Load, setup_issues: int, c: Client, rx: Receiver, issuing: str,
           env: Dict[str, str], label: str) -> Dict[str, Any]:
     problems: List[str] = []
     began = now()
-    txs = load.read.master_moves(c)
+    txs = [t for t in load.read.master_moves(c) if t["type"] in ("card_topup", "card_issue")]
+    read_master = now() - began
     topups = Counter(t["order_id"] for t in txs if t["type"] == "card_topup")
     issues = Counter(t["order_id"] for t in txs if t["type"] == "card_issue")
     # The setup cards' initial top-ups are lines of their card_issue order's.
     setup_orders = set(load.setup_orders)
     topups_only = Counter({k: v for k, v in topups.items() if k not in setup_orders})
-    problems += once("top-up order", list(load.topups.values()), topups_only, len(load.topups))
+    problems += once("top-up order", list(load.topups.values()), topups_only, len(load.topups),
+                     load.answered_at)
     issue_ids = [o for o, _ in load.issues.values()]
     problems += once("card issue order", issue_ids + list(setup_orders), issues,
-                     len(load.issues) + setup_issues)
+                     len(load.issues) + setup_issues, load.answered_at)
     # Authorizations: per card, every network message id gave one transaction.
     by_card: Dict[str, List[str]] = {}
     for card, tx in load.auths.values():
@@ -506,14 +520,19 @@ def check(load: Load, setup_issues: int, c: Client, rx: Receiver, issuing: str,
     for card, answered in by_card.items():
         items = load.read.card_auths(c, card, load.user)
         seen = Counter(items)
-        problems += once(f"authorization on {card}", answered, seen, len(answered))
+        problems += once(f"authorization on {card}", answered, seen, len(answered), load.answered_at)
         auth_count += len(items)
-    log(f"read {len(txs)} master movements and {auth_count} authorizations ({now() - began:.1f} s)")
+    log(f"read {len(txs)} master movements ({read_master:.1f} s) and {auth_count} authorizations "
+        f"({now() - began - read_master:.1f} s)")
     # Orders finish by themselves.
     orders = [o for o in list(load.topups.values()) + issue_ids if o not in load.completed]
 
     def finished(oid: str) -> str:
-        return c.wait_order(oid, timeout=90, interval=0.5)["status"]
+        try:
+            return c.wait_order(oid, timeout=90, interval=0.5)["status"]
+        except IssuingApiError as e:
+            problems.append(f"order {oid}, answered at {load.answered_at.get(oid, 0):.2f} s: {e}")
+            return e.slug
 
     started = now()
     with ThreadPoolExecutor(8) as ex:
@@ -584,8 +603,8 @@ def free_port() -> int:
 
 
 class Watch:
-    """Polls, every 100 ms, whether `node` accepts writes and whether the service is
-    ready, and records when each first turned true after `start`."""
+    """Polls whether `node` accepts writes and whether the service is ready (a psql and a
+    GET, then 100 ms: about every 0.2 s) and records when each changed."""
 
     def __init__(self, f: Formation, node: str, base: str):
         self.writable_at: Optional[float] = None
@@ -624,6 +643,10 @@ def phase(name: str, start: float, w: Watch, stats: Stats, s503_before: int) -> 
         "answered_503": len(s503),
         "first_503_to_last_503_s": round(s503[-1] - s503[0], 2) if s503 else None,
     }
+    # The slowest answer of the phase: a 503 is meant to come at once, not after a wait.
+    slow = max(((a - s, st) for s, a, st in stats.answers if a >= start), default=(0.0, 0))
+    out["slowest_answer_s"] = round(slow[0], 2)
+    out["slowest_answer_status"] = slow[1]
     return out
 
 
@@ -633,6 +656,7 @@ def main() -> int:
     ap.add_argument("--dir", required=True)
     ap.add_argument("--ports", default="55430,55431,55432")
     ap.add_argument("--workers", type=int, default=6)
+    ap.add_argument("--keep-logs", help="on failure, copy the nodes' and the service's logs here")
     args = ap.parse_args()
     ports = tuple(int(p) for p in args.ports.split(","))
     issuing = os.path.abspath(args.issuing)
@@ -642,7 +666,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     report: Dict[str, Any] = {}
     try:
-        log("formation: creating the monitor, node1 (primary) and node2 (standby)")
+        log(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: creating the formation: "
+            "the monitor, node1 (primary) and node2 (standby)")
         f.create()
         nss = f.autoctl("get", "formation", "number-sync-standbys", "--monitor", f.monitor_uri).strip()
         log(f"formation: {f.state()}; number_sync_standbys {nss}; synchronous_standby_names on node1: "
@@ -794,6 +819,7 @@ def main() -> int:
             print(f"  /ready not 200 for: {r['ready_503_s']} s")
             print(f"  requests answered 503: {r['answered_503']} "
                   f"(first to last: {r['first_503_to_last_503_s']} s)")
+            print(f"  slowest answer: {r['slowest_answer_s']} s (HTTP {r['slowest_answer_status']})")
         print(f"answers by status: {report['requests']}; no answer (sent again): "
               f"{report['unanswered_requests']}; operations sent more than once: {report['operations_retried']}")
         print(f"metrics: 5xx by status {report['metrics_5xx']}, "
@@ -806,8 +832,21 @@ def main() -> int:
         print(f"total {now():.1f} s")
         print("RESULT: ok")
         return 0
-    except Failed as e:
-        print(f"FAILED: {e}", file=sys.stderr)
+    except (Failed, IssuingClientError, IssuingApiError, OSError, subprocess.SubprocessError) as e:
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        if args.keep_logs:
+            os.makedirs(args.keep_logs, exist_ok=True)
+            for p in glob.glob(os.path.join(base_dir, "*.log")) + glob.glob(os.path.join(base_dir, "serve.*")):
+                subprocess.run(["cp", p, args.keep_logs])
+            for name in ("node1", "node2"):
+                subprocess.run(["cp", "-r", os.path.join(base_dir, name, "log"),
+                                os.path.join(args.keep_logs, f"{name}-pglog")])
+            try:
+                with open(os.path.join(args.keep_logs, "events.txt"), "w") as out:
+                    out.write(f.autoctl("show", "events", "--count", "200", "--monitor", f.monitor_uri))
+            except (Failed, subprocess.SubprocessError) as e2:
+                print(f"no events: {e2}", file=sys.stderr)
+            print(f"logs kept in {args.keep_logs}", file=sys.stderr)
         for name in ("node1", "node2", "monitor"):
             p = os.path.join(base_dir, f"{name}.log")
             if os.path.exists(p):
