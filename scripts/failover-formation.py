@@ -214,6 +214,7 @@ class Formation:
         p = self.procs.pop(name)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        self.forget(name)
 
     def kill_postmaster(self, name: str) -> None:
         """SIGKILL of the postmaster alone: its pg_autoctl restarts it on the same machine
@@ -242,7 +243,16 @@ class Formation:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            self.forget(name)
         self.procs.clear()
+
+    def forget(self, name: str) -> None:
+        """The group is gone: the wrapper's trap must not signal its id, which the
+        system may give to another process later."""
+        try:
+            os.remove(os.path.join(self.base, f"{name}.pgid"))
+        except FileNotFoundError:
+            pass
 
 
 # ---------------------------------------------------------------------------------------
