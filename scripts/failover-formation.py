@@ -614,12 +614,15 @@ def free_port() -> int:
 
 class Watch:
     """Polls whether `node` accepts writes and whether the service is ready (a psql and a
-    GET, then 100 ms: about every 0.2 s) and records when each changed."""
+    GET, then 100 ms: about every 0.2 s) and records when each changed. Polls `old`, the
+    primary being replaced, too: whether it ever accepted writes with no synchronous
+    standby (what it commits then is on it alone, and lost when it is rewound)."""
 
-    def __init__(self, f: Formation, node: str, base: str):
+    def __init__(self, f: Formation, node: str, old: str, base: str):
         self.writable_at: Optional[float] = None
         self.ready_down_at: Optional[float] = None
         self.ready_at: Optional[float] = None
+        self.alone: List[float] = []  # when `old` was seen writable without a sync standby
         self.stop = threading.Event()
 
         def run():
@@ -633,12 +636,23 @@ class Watch:
                     self.ready_at = now()
                 time.sleep(0.1)
 
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
+        def run_old():
+            while not self.stop.is_set():
+                got = f.sql(old, "SELECT current_setting('transaction_read_only') || '|' || "
+                            "current_setting('synchronous_standby_names')", check=False)
+                if got == "off|":
+                    self.alone.append(now())
+                time.sleep(0.1)
+
+        self.threads = [threading.Thread(target=run, daemon=True),
+                        threading.Thread(target=run_old, daemon=True)]
+        for t in self.threads:
+            t.start()
 
     def done(self):
         self.stop.set()
-        self.thread.join()
+        for t in self.threads:
+            t.join()
 
 
 def phase(name: str, start: float, w: Watch, stats: Stats, s503_before: int) -> Dict[str, Any]:
@@ -657,6 +671,8 @@ def phase(name: str, start: float, w: Watch, stats: Stats, s503_before: int) -> 
     slow = max(((a - s, st) for s, a, st in stats.answers if a >= start), default=(0.0, 0))
     out["slowest_answer_s"] = round(slow[0], 2)
     out["slowest_answer_status"] = slow[1]
+    # Seen writable with no synchronous standby: from the first to the last such sample.
+    out["old_primary_alone_s"] = round(w.alone[-1] - w.alone[0] + 0.1, 2) if w.alone else 0
     return out
 
 
@@ -737,7 +753,7 @@ def main() -> int:
             """node1, the primary, is lost under load; node2 is promoted."""
             load.start(args.workers)
             time.sleep(4)
-            w = Watch(f, "node2", base)
+            w = Watch(f, "node2", "node1", base)
             what = "postmaster" if kind == "postmaster" else "postmaster and pg_autoctl (the machine)"
             log(f"load running ({args.workers} threads); SIGKILL of node1's {what}")
             n503 = len(stats.s503)
@@ -773,7 +789,7 @@ def main() -> int:
                 f"{' and its restart' if kind == 'machine' else ''}; synchronous_standby_names on node2: "
                 f"{f.check_sync('node2')}")
             time.sleep(2)
-            w = Watch(f, "node1", base)
+            w = Watch(f, "node1", "node2", base)
             n503 = len(stats.s503)
             switched = now()
             log("pg_autoctl perform switchover (back to node1), under load")
@@ -830,6 +846,7 @@ def main() -> int:
             print(f"  requests answered 503: {r['answered_503']} "
                   f"(first to last: {r['first_503_to_last_503_s']} s)")
             print(f"  slowest answer: {r['slowest_answer_s']} s (HTTP {r['slowest_answer_status']})")
+            print(f"  old primary seen writable without a synchronous standby: {r['old_primary_alone_s']} s")
         print(f"answers by status: {report['requests']}; no answer (sent again): "
               f"{report['unanswered_requests']}; operations sent more than once: {report['operations_retried']}")
         print(f"metrics: 5xx by status {report['metrics_5xx']}, "
