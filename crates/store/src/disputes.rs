@@ -71,7 +71,7 @@ pub const OPEN: &[&str] = &[
     "arbitration",
 ];
 
-fn from_row(r: &AnyRow) -> Result<DisputeRecord, StoreError> {
+pub(crate) fn from_row(r: &AnyRow) -> Result<DisputeRecord, StoreError> {
     Ok(DisputeRecord {
         id: r.try_get("id")?,
         project_id: r.try_get("project_id")?,

@@ -152,6 +152,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0023_disputes.sql"),
         postgres: include_str!("../migrations/postgres/0023_disputes.sql"),
     },
+    Migration {
+        version: 24,
+        name: "reports",
+        sqlite: include_str!("../migrations/sqlite/0024_reports.sql"),
+        postgres: include_str!("../migrations/postgres/0024_reports.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.
