@@ -539,3 +539,101 @@ both_backends_with!(
         next.shutdown().await;
     }
 );
+
+fn console_config() -> ServerConfig {
+    ServerConfig {
+        console: Some(issuing_app::config::ConsoleListen {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            optional: false,
+        }),
+        ..ServerConfig::default()
+    }
+}
+
+both_backends_with!(
+    the_console_exports_as_the_operator_audited,
+    console_config(),
+    |t: TestServer| async move {
+        use common::console::Console;
+        use issuing_console::operators::{self, Role};
+        let card = t.card_holding("console-export", 10).await;
+        let password = operators::create(&t.store, "ops@example.com", Role::Operator, &[])
+            .await
+            .unwrap()
+            .password;
+        let op = Console::login(t.console_addr().unwrap(), "ops@example.com", &password).await;
+        let project = format!("/console/projects/{}", t.creds.project_id);
+
+        // The project page: any type.
+        let p = op
+            .act(
+                &project,
+                &format!("{project}/export"),
+                &[("type", "ledger_entries"), ("format", "csv"), ("days", "7")],
+            )
+            .await;
+        assert_eq!(p.status, 303, "{}", p.body);
+        let page = p.location().to_owned();
+        let id = page.strip_prefix("/console/reports/").unwrap().to_owned();
+        let r = t.ready_report(&id).await;
+        assert!(r["row_count"].as_u64().unwrap() >= 2, "{r}");
+        let shown = op.get(&page).await;
+        assert!(
+            shown.body.contains("id=\"report-status\">ready"),
+            "{}",
+            shown.body
+        );
+        let file = op.get(&format!("{page}/file")).await;
+        assert_eq!(file.status, 200);
+        assert!(file.header("content-disposition").starts_with("attachment"));
+        assert!(
+            file.body.starts_with("entry_id,transfer_id,kind,"),
+            "{}",
+            file.body
+        );
+
+        // The card page and the ledger page offer theirs.
+        let card_page = format!("/console/cards/{card}");
+        assert!(op.get(&card_page).await.body.contains("id=\"export\""));
+        let c = op
+            .act(
+                &card_page,
+                &format!("{project}/export"),
+                &[("type", "card_transactions"), ("format", "csv")],
+            )
+            .await;
+        assert_eq!(c.status, 303, "{}", c.body);
+        let ledger = format!("/console/ledger?project={}", t.creds.project_id);
+        assert!(op.get(&ledger).await.body.contains("id=\"export-form\""));
+
+        // A bad type is refused, and audited as refused.
+        let bad = op
+            .act(
+                &project,
+                &format!("{project}/export"),
+                &[("type", "payments")],
+            )
+            .await;
+        assert_eq!((bad.status, bad.location()), (303, project.as_str()));
+
+        let audit: Vec<(String, String, String)> =
+            sqlx::query("SELECT actor, action, result FROM audit_log ORDER BY id")
+                .fetch_all(t.store.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| (r.get("actor"), r.get("action"), r.get("result")))
+                .collect();
+        let of = |action: &str| {
+            audit
+                .iter()
+                .filter(|(actor, a, _)| actor == "ops@example.com" && a == action)
+                .map(|(_, _, result)| result.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of("report.export").len(), 3, "{audit:?}");
+        assert!(of("report.export")[2].starts_with("error"), "{audit:?}");
+        assert_eq!(of("report.create").len(), 2, "{audit:?}");
+        assert_eq!(of("report.download"), ["ok"], "{audit:?}");
+    }
+);

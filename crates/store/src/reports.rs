@@ -514,3 +514,13 @@ pub async fn ledger_page(
         })
         .collect()
 }
+
+/// A report by its id alone, for the console (which then checks the operator may see
+/// its project).
+pub async fn by_id(conn: &mut Conn, id: &str) -> Result<Option<ReportRecord>, StoreError> {
+    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM reports WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}

@@ -155,6 +155,7 @@ async fn build(state: &App, worker_id: &str, report: ReportRecord) -> Result<(),
         rows::csv_header(&mut file.buffer, columns);
     }
     let mut cursor = Cursor::start(report.from_at);
+    let mut renewed = std::time::Instant::now();
     loop {
         let (page, next) = {
             let mut conn = state.store.conn().await?;
@@ -175,6 +176,13 @@ async fn build(state: &App, worker_id: &str, report: ReportRecord) -> Result<(),
         }
         drop(page);
         cursor = next;
+        // Pages that fill no chunk (a slow database) must not let the lease run out.
+        if renewed.elapsed() > LEASE / 3 {
+            let mut tx = state.store.begin().await?;
+            store::renew(&mut tx, &report.id, worker_id, now_micros() + micros(LEASE)).await?;
+            tx.commit().await?;
+            renewed = std::time::Instant::now();
+        }
         if !state.config.report_page_pause.is_zero() {
             tokio::time::sleep(state.config.report_page_pause).await;
         }
