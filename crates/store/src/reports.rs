@@ -129,6 +129,19 @@ pub async fn claim_next(
     row.as_ref().map(from_row).transpose()
 }
 
+/// Whether a report waits for a build (read first, so an idle worker's poll takes no
+/// write lock).
+pub async fn claimable(conn: &mut Conn, now: i64) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "SELECT id FROM reports WHERE status = 'processing' \
+         AND (locked_until IS NULL OR locked_until < $1) LIMIT 1",
+    )
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.is_some())
+}
+
 /// Renews the build's lease; `LeaseLost` when another worker holds the report now (or
 /// it is no longer processing). Call first in each of the build's transactions.
 pub async fn renew(

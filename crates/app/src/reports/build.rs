@@ -84,6 +84,12 @@ pub async fn run(state: App, mut shutdown: watch::Receiver<bool>) {
 
 async fn claim(state: &App, worker_id: &str) -> Result<Option<ReportRecord>, StoreError> {
     let now = now_micros();
+    {
+        let mut conn = state.store.conn().await?;
+        if !store::claimable(&mut conn, now).await? {
+            return Ok(None);
+        }
+    }
     let mut tx = state.store.begin().await?;
     let claimed = store::claim_next(
         &mut tx,

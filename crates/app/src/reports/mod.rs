@@ -93,10 +93,9 @@ pub async fn link(state: &App, report: &ReportRecord) -> Result<(String, i64), A
     let now = now_micros();
     let expires_at = now + LINK_MICROS;
     let (token, hash) = issuing_domain::reveal::new_token();
-    let mut conn = state.store.conn().await?;
-    store::insert_token(&mut conn, &hash, report, now, expires_at).await?;
-    drop(conn);
-    state.store.sync().await?;
+    let mut tx = state.store.begin().await?;
+    store::insert_token(&mut tx, &hash, report, now, expires_at).await?;
+    tx.commit().await.map_err(issuing_store::StoreError::from)?;
     let base = state
         .config
         .public_url
