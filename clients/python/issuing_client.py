@@ -225,6 +225,8 @@ ENDPOINTS = {
     "disputes_withdraw": "disputes/withdraw",
     "disputes_evidence_add": "disputes/evidence/add",
     "disputes_evidence_get": "disputes/evidence/get",
+    "reports_create": "reports/create",
+    "reports_get": "reports/get",
     "simulate_cards_auth": "simulate/cards/auth",
     "simulate_cards_clear": "simulate/cards/clear",
     "simulate_cards_reversal": "simulate/cards/reversal",
@@ -446,6 +448,28 @@ class Client:
     disputes_evidence_add = _evidence_endpoint("disputes/evidence/add")
     # The answer's ``content`` is base64: ``base64.b64decode(answer["content"])``.
     disputes_evidence_get = _endpoint("disputes/evidence/get")
+    # ``type``, ``from``, ``to`` (RFC 3339, at most 366 days apart), ``format`` (csv or
+    # jsonl); the report is built in the background.
+    reports_create = _endpoint("reports/create")
+    # Once ``ready``, with a new ``download_url`` (a credential, good for one hour).
+    reports_get = _endpoint("reports/get")
+
+    def reports_download(self, url: str) -> bytes:
+        """GET a ready report's file from its ``download_url`` (plain, outside the
+        envelope: the token in the URL is the credential). Returns the file's bytes;
+        raises :class:`IssuingClientError` for any answer but 200 (404 unknown link,
+        410 a link over its hour). Errors never repeat the URL: it holds the token."""
+        req = urllib.request.Request(url, headers={"User-Agent": "issuing-client-python/1"}, method="GET")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as e:
+            status = e.code
+            e.close()
+            raise IssuingClientError(f"report download: HTTP {status}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise IssuingClientError(f"report download failed: {type(e).__name__}") from None
+
     simulate_cards_auth = _endpoint("simulate/cards/auth")
     simulate_cards_clear = _endpoint("simulate/cards/clear")
     simulate_cards_reversal = _endpoint("simulate/cards/reversal")

@@ -34,6 +34,8 @@ API_KEY = "key-123"
 API_SECRET = "secret-ключ-🔑"
 TRON = "TJRyWwFs9wTFGZg3JbrVriFbNfCug5tDeC"
 PROJECT_ID = "6740a1c2e1f0a9b3c4d5e6f7"
+# The fake's one report file.
+REPORT_CSV = b'card_id,label\r\nc1,"a, ""b"""\r\n'
 
 
 class FakeServer:
@@ -53,6 +55,16 @@ class FakeServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):
+                ok = self.path == "/reports/" + "t" * 43
+                body = REPORT_CSV if ok else b"expired\n"
+                self.send_response(200 if ok else 410)
+                self.send_header("Content-Type", "text/csv; charset=utf-8")
+                self.send_header("Content-Disposition", 'attachment; filename="cards.csv"')
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", "0"))
@@ -143,6 +155,16 @@ class FakeServer:
             done = self.order_polls > getattr(self, "polls_until_done", 2)
             return self.ok(h, {"order_id": req.get("order_id"),
                                "status": "completed" if done else "processing"})
+        if p == "reports/create" and "probe" not in req:
+            if req.get("type") not in ("card_transactions", "ledger_entries", "cards", "disputes"):
+                return self.error(h, 400, "validation_error", "type must be one of: card_transactions, ledger_entries, cards, disputes", True)
+            return self.ok(h, {"report_id": "r" + "0" * 22 + "1", "status": "processing"})
+        if p == "reports/get" and "probe" not in req:
+            if req.get("report_id") != "r" + "0" * 22 + "1":
+                return self.error(h, 404, "report_not_found", "Report not found", True)
+            return self.ok(h, {"report_id": req["report_id"], "type": "cards", "format": "csv", "status": "ready",
+                               "row_count": 1, "size": len(REPORT_CSV), "sha256": "00",
+                               "download_url": self.url + "/reports/" + "t" * 43})
         if (p.startswith("disputes/") or p == "simulate/disputes/advance") and "probe" not in req:
             return self.dispute(h, p, req)
         if p in ("cards/statement", "project/statement") and "probe" not in req:
@@ -388,7 +410,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 57)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 59)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue
@@ -402,6 +424,25 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(self.client.users_get({"external_user_id": "m1"})["user_id"], user["user_id"])
         self.client.cards_topup(card_id="c", amount="25", idempotency_key="k-1")
         self.assertEqual(self.server.requests[-1][1]["Idempotency-Key"], "k-1")
+
+    def test_reports(self):
+        c = self.client
+        created = c.reports_create({"type": "cards", "from": "2026-01-01T00:00:00Z",
+                                    "to": "2026-01-31T00:00:00Z", "format": "csv"})
+        self.assertEqual(created["status"], "processing")
+        with self.assertRaises(issuing_client.IssuingApiError) as bad:
+            c.reports_create({"type": "payments", "from": "x", "to": "y", "format": "csv"})
+        self.assertEqual((bad.exception.status, bad.exception.slug), (400, "validation_error"))
+        report = c.reports_get(report_id=created["report_id"])
+        self.assertEqual(report["status"], "ready")
+        self.assertEqual(c.reports_download(report["download_url"]), REPORT_CSV)
+        with self.assertRaises(issuing_client.IssuingClientError) as gone:
+            c.reports_download(self.server.url + "/reports/expired")
+        self.assertIn("410", str(gone.exception))
+        self.assertNotIn("expired", str(gone.exception))
+        with self.assertRaises(issuing_client.IssuingApiError) as missing:
+            c.reports_get(report_id="nope")
+        self.assertEqual((missing.exception.status, missing.exception.slug), (404, "report_not_found"))
 
     def test_disputes(self):
         c = self.client

@@ -89,7 +89,7 @@ export type ErrorSlug =
   | "subscription_inactive" | "invalid_transaction_state" | "internal_error" | "provider_error"
   | "topup_attempts_exceeded" | "not_ready" | "service_unavailable" | "unknown_error"
   | "dispute_not_found" | "evidence_not_found" | "dispute_already_exists" | "transaction_not_disputable"
-  | "dispute_window_closed"
+  | "dispute_window_closed" | "report_not_found"
   | (string & {});
 
 /** A decimal string with 2 to 6 fractional digits, e.g. `"12.50"`. */
@@ -430,6 +430,39 @@ export interface Dispute {
   [field: string]: unknown;
 }
 
+export type ReportType = "card_transactions" | "ledger_entries" | "cards" | "disputes" | (string & {});
+export type ReportFormat = "csv" | "jsonl" | (string & {});
+export type ReportStatus = "processing" | "ready" | "failed" | (string & {});
+
+/** A report (the answer of `reports/get`). `row_count`, `size` and `sha256` are null until it is ready. */
+export interface Report {
+  report_id: string;
+  type: ReportType;
+  format: ReportFormat;
+  from: string;
+  to: string;
+  status: ReportStatus;
+  row_count: number | null;
+  /** Bytes of the file. */
+  size: number | null;
+  /** Hex SHA-256 of the file. */
+  sha256: string | null;
+  created_at: string;
+  ready_at: string | null;
+  /** When the file is deleted: 7 days after it was ready. */
+  expires_at: string | null;
+  /** Ready only: `GET` it (see `reportsDownload`); a credential, good for one hour. */
+  download_url?: string;
+  download_expires_at?: string;
+}
+
+/** `data` of a `report.ready` event. */
+export interface ReportEventData {
+  report_id: string;
+  type: ReportType;
+  status: "ready" | "failed" | (string & {});
+}
+
 /** `data` of a `dispute.updated` event: the dispute without `timeline` and `evidence`. */
 export type DisputeEventData = Omit<Dispute, "timeline" | "evidence">;
 
@@ -697,6 +730,16 @@ export class IssuingClient {
     options?: CallOptions,
   ): R<Evidence>;
   disputesEvidenceGet(body: { dispute_id: string; evidence_id: string } & Fields, options?: CallOptions): R<EvidenceFile>;
+
+  /** Asks for a report of the project's rows created in [from, to] (RFC 3339, at most 366 days apart). */
+  reportsCreate(
+    body: { type: ReportType; from: string; to: string; format: ReportFormat } & Fields,
+    options?: CallOptions,
+  ): R<{ report_id: string; status: "processing" }>;
+  /** A report; once `ready`, with a new `download_url` good for one hour. */
+  reportsGet(body: { report_id: string } & Fields, options?: CallOptions): R<Report>;
+  /** The file of a `download_url` (a plain GET), as text. */
+  reportsDownload(url: string, options?: CallOptions): Promise<string>;
 
   simulateCardsAuth(
     body: { card_id: string; transactionAmount: AmountInput; merchant?: Fields; merchantCurrency?: string; merchantAmount?: AmountInput; network_message_id?: string } & Fields,

@@ -645,6 +645,40 @@ export class IssuingClient {
   /** The answer's `content` is base64: `decodeBase64(answer.content)` gives the bytes.
    * @param {Fields} body @param {CallOptions} [o] */ disputesEvidenceGet(body, o) { return this.call("disputes/evidence/get", body, o); }
 
+  /** Asks for a report (`type`, `from`, `to`, `format`); it is built in the background.
+   * @param {Fields} body @param {CallOptions} [o] */ reportsCreate(body, o) { return this.call("reports/create", body, o); }
+  /** A report; once `ready`, with a new `download_url` good for one hour.
+   * @param {Fields} body @param {CallOptions} [o] */ reportsGet(body, o) { return this.call("reports/get", body, o); }
+  /**
+   * Downloads a ready report's file from its `download_url` (a plain GET: the token in
+   * the URL is the credential). Resolves to the file's text; rejects with
+   * `IssuingClientError` (`transport`, with `status`) when the link is unknown (404) or
+   * over its hour (410).
+   * @param {string} url
+   * @param {CallOptions} [options]
+   * @returns {Promise<string>}
+   */
+  async reportsDownload(url, options = {}) {
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    let response;
+    try {
+      response = await /** @type {any} */ (this)._fetch(url, { method: "GET", signal, redirect: "manual", headers: { "User-Agent": this.userAgent } });
+    } catch (e) {
+      if (timeout.aborted && !options.signal?.aborted) {
+        throw new IssuingClientError("timeout", `report download: no answer within ${timeoutMs} ms`, { cause: e });
+      }
+      throw new IssuingClientError("transport", `report download failed: ${/** @type {Error} */ (e).message}`, { cause: e });
+    }
+    const text = await response.text();
+    if (response.status !== 200) {
+      // The message never names the URL: it holds the link's token.
+      throw new IssuingClientError("transport", `report download: HTTP ${response.status}`, { status: response.status });
+    }
+    return text;
+  }
+
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsAuth(body, o) { return this.call("simulate/cards/auth", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsClear(body, o) { return this.call("simulate/cards/clear", body, o); }
   /** @param {Fields} body @param {CallOptions} [o] */ simulateCardsReversal(body, o) { return this.call("simulate/cards/reversal", body, o); }
@@ -707,6 +741,8 @@ export const ENDPOINTS = Object.freeze({
   disputesWithdraw: "disputes/withdraw",
   disputesEvidenceAdd: "disputes/evidence/add",
   disputesEvidenceGet: "disputes/evidence/get",
+  reportsCreate: "reports/create",
+  reportsGet: "reports/get",
   simulateCardsAuth: "simulate/cards/auth",
   simulateCardsClear: "simulate/cards/clear",
   simulateCardsReversal: "simulate/cards/reversal",

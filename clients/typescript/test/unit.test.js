@@ -102,6 +102,9 @@ describe("envelope", () => {
  * after it, a replay check, a clock that can be moved, orders that complete after a few
  * polls, and a record of every request.
  */
+/** The fake's one report file. */
+const REPORT_CSV = 'card_id,label\r\nc1,"a, ""b"""\r\n';
+
 class FakeServer {
   constructor() {
     /** @type {{path: string, headers: http.IncomingHttpHeaders, req: any}[]} */
@@ -158,6 +161,15 @@ class FakeServer {
     if (url === "/api/v2/raw/notjson") {
       res.writeHead(502);
       return res.end("<html>bad gateway</html>");
+    }
+    if (url.startsWith("/reports/")) {
+      if (h.method !== "GET") {
+        res.writeHead(405);
+        return res.end();
+      }
+      const ok = url === `/reports/${"t".repeat(43)}`;
+      res.writeHead(ok ? 200 : 410, { "Content-Type": "text/csv; charset=utf-8", "Content-Disposition": 'attachment; filename="cards.csv"' });
+      return res.end(ok ? REPORT_CSV : "expired\n");
     }
     if (url === "/api/v2/raw/plainsuccess") return this.reply(res, 200, { success: true }, false);
     if (url === "/api/v2/raw/slow") return setTimeout(() => this.ok(res, {}), 1000);
@@ -220,6 +232,19 @@ class FakeServer {
       case "project/statement":
         if (req.probe === undefined) return this.statement(res, path, req);
         return this.ok(res, { echo: path });
+      case "reports/create":
+        if (req.probe !== undefined) return this.ok(res, { echo: path });
+        if (!["card_transactions", "ledger_entries", "cards", "disputes"].includes(req.type)) {
+          return this.error(res, 400, "validation_error", "type must be one of: card_transactions, ledger_entries, cards, disputes", true);
+        }
+        return this.ok(res, { report_id: "r0000000000000000000001", status: "processing" });
+      case "reports/get":
+        if (req.probe !== undefined) return this.ok(res, { echo: path });
+        if (req.report_id !== "r0000000000000000000001") return this.error(res, 404, "report_not_found", "Report not found", true);
+        return this.ok(res, {
+          report_id: req.report_id, type: "cards", format: "csv", status: "ready", row_count: 1, size: REPORT_CSV.length,
+          sha256: "00", download_url: `${this.url}/reports/${"t".repeat(43)}`,
+        });
       default:
         if (Object.values(ENDPOINTS).includes(path)) return this.ok(res, { echo: path });
         return this.error(res, 404, "not_found", "Not found", true);
@@ -594,9 +619,26 @@ describe("client against a fake server", () => {
     await assert.rejects(client.cardsStatement({ card_id: "c1", external_user_id: "bob", period: "2026-11" }), { status: 422, slug: "card_user_mismatch" });
   });
 
+  test("reports: create, get, download", async () => {
+    const created = await client.reportsCreate({ type: "cards", from: "2026-01-01T00:00:00Z", to: "2026-01-31T00:00:00Z", format: "csv" });
+    assert.equal(created.status, "processing");
+    await assert.rejects(client.reportsCreate({ type: "payments", from: "x", to: "y", format: "csv" }), { status: 400, slug: "validation_error" });
+    const report = await client.reportsGet({ report_id: created.report_id });
+    assert.equal(report.status, "ready");
+    const file = await client.reportsDownload(/** @type {string} */ (report.download_url));
+    assert.equal(file, REPORT_CSV);
+    await assert.rejects(client.reportsDownload(`${fake.url}/reports/expired`), (e) => {
+      assert.equal(/** @type {any} */ (e).kind, "transport");
+      assert.equal(/** @type {any} */ (e).status, 410);
+      assert.ok(!String(/** @type {any} */ (e).message).includes("expired"), "the URL stays out of the message");
+      return true;
+    });
+    await assert.rejects(client.reportsGet({ report_id: "nope" }), { status: 404, slug: "report_not_found" });
+  });
+
   test("every endpoint has its method, calling its path", async () => {
     const paths = Object.values(ENDPOINTS);
-    assert.equal(paths.length, 57);
+    assert.equal(paths.length, 59);
     for (const [method, path] of Object.entries(ENDPOINTS)) {
       assert.equal(typeof (/** @type {any} */ (client)[method]), "function", method);
       if (path === "orders/check" || path.startsWith("users/")) continue;

@@ -84,6 +84,9 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// How often the cleanup worker runs (not a setting: tests shorten it).
     pub cleanup_interval: Duration,
+    /// A pause after each page of rows a report's build writes (not a setting: tests
+    /// lengthen builds with it to stop a server in the middle of one).
+    pub report_page_pause: Duration,
     /// API keys of the `lithic` subproviders, by subprovider code (read by the CLI from
     /// the environment variable each names).
     pub provider_keys: ProviderKeys,
@@ -270,6 +273,7 @@ impl Default for ServerConfig {
             webhook_disable_after: DEFAULT_WEBHOOK_DISABLE_AFTER,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             cleanup_interval: Duration::from_secs(10),
+            report_page_pause: Duration::ZERO,
             provider_keys: ProviderKeys::default(),
             webhook_allowed_networks: AllowedNetworks::default(),
         }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod network;
 pub mod projects;
 pub mod provider;
+pub mod reports;
 mod start;
 pub mod statements;
 pub mod webhooks;
@@ -70,6 +71,8 @@ pub struct Services {
     pub born: Arc<flows::born::Born>,
     /// Wakes this process's webhook delivery worker when deliveries are queued.
     pub deliveries_wakeup: Arc<Notify>,
+    /// Wakes this process's report builder when a report is asked for.
+    pub reports_wakeup: Arc<Notify>,
     /// The core's counters (webhook attempts, chain watcher, upkeep, provider).
     pub metrics: Arc<metrics::Metrics>,
     /// Where deposit addresses derive from; None: production without an xpub.

@@ -93,6 +93,7 @@ impl App {
             orders_wakeup,
             born,
             deliveries_wakeup,
+            reports_wakeup: Arc::new(Notify::new()),
             master_writer,
             metrics,
             deposit_key: deposit_key.map(Arc::new),
@@ -137,4 +138,5 @@ pub fn spawn_workers(
         tasks.spawn(workers::wakeup::listen(app.clone(), shutdown.clone()));
     }
     tasks.spawn(workers::cleanup::run(app.clone(), shutdown.clone()));
+    tasks.spawn(crate::reports::build::run(app.clone(), shutdown.clone()));
 }

@@ -15,6 +15,8 @@
 //! (`simulate/cards/auth`, `simulate/cards/clear`), disputes it with a provisional
 //! credit (`disputes/create`) and wins it (`simulate/disputes/advance`): one event for
 //! the new dispute, one for `won`.
+//! `report.ready` asks for a CSV report of the project's cards of the last hour
+//! (`reports/create`, which includes the new card) and waits for it (`reports/get`).
 //! The events along the way (`card.created`, …) are sent too.
 //!
 //! stdout: one JSON line, e.g. `{"event":"card.freeze","card_id":"…","status":"frozen"}`.
@@ -26,14 +28,15 @@ use crate::remote::RemoteArgs;
 use issuing_client::{
     Address, CardLimit, CardholdersCreate, CardsClose, CardsCreate, CardsFreeze, CardsLimitsSet,
     CardsRevealCreate, CardsTopup, Client, ClientError, DisputesCreate, KycData, Merchant, Order,
-    Simulate3ds, SimulateAuth, SimulateClear, SimulateDisputesAdvance, SimulatedTransaction,
+    Report, ReportsCreate, Simulate3ds, SimulateAuth, SimulateClear, SimulateDisputesAdvance,
+    SimulatedTransaction,
 };
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// The events `trigger` can produce.
-pub const EVENTS: [&str; 11] = [
+pub const EVENTS: [&str; 12] = [
     "card.created",
     "card.topup",
     "card.freeze",
@@ -45,6 +48,7 @@ pub const EVENTS: [&str; 11] = [
     "card_3ds",
     "card_otp",
     "dispute.updated",
+    "report.ready",
 ];
 
 /// How long an order may take before the trigger gives up.
@@ -60,7 +64,8 @@ pub struct TriggerArgs {
     remote: RemoteArgs,
     /// The event to produce: card.created, card.topup, card.freeze, card.unfreeze,
     /// card.close, card.details_viewed, card_transaction,
-    /// card_transaction.declined_by_limit, card_3ds, card_otp or dispute.updated.
+    /// card_transaction.declined_by_limit, card_3ds, card_otp, dispute.updated or
+    /// report.ready.
     event: String,
 }
 
@@ -265,9 +270,42 @@ async fn trigger(client: &Client, event: &str) -> Result<Value, Failed> {
             json!({"event": event, "card_id": card_id, "transaction_id": transaction_id,
                    "dispute_id": won.dispute_id, "status": won.status})
         }
+        "report.ready" => {
+            use issuing_domain::time::{now_micros, to_rfc3339};
+            const HOUR: i64 = 3600 * 1_000_000;
+            let now = now_micros();
+            let created = client
+                .reports_create(&ReportsCreate {
+                    report_type: "cards".into(),
+                    from: to_rfc3339(now - HOUR),
+                    to: to_rfc3339(now + 60 * 1_000_000),
+                    format: "csv".into(),
+                })
+                .await?;
+            eprintln!("asked for report {}", created.report_id);
+            let report = wait_report(client, &created.report_id).await?;
+            json!({"event": event, "card_id": card_id, "report_id": report.report_id,
+                   "status": report.status, "row_count": report.row_count})
+        }
         other => return Err(Failed(format!("no recipe for {other}"))),
     };
     Ok(summary)
+}
+
+/// Waits for a report to be built (ready or failed).
+async fn wait_report(client: &Client, report_id: &str) -> Result<Report, Failed> {
+    let deadline = tokio::time::Instant::now() + ORDER_TIMEOUT;
+    loop {
+        let report = client.reports_get(report_id).await?;
+        if report.status != "processing" {
+            eprintln!("report {report_id}: {}", report.status);
+            return Ok(report);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Failed(format!("report {report_id} is still processing")));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Makes a reveal session and opens its page once, as the cardholder's browser would

@@ -428,6 +428,37 @@ both_backends!(
     }
 );
 
+both_backends!(
+    trigger_report_ready_sends_the_event,
+    |t: TestServer| async move {
+        let rx = Receiver::start(&t.creds.api_secret).await;
+        t.ok("wh/subscribe", json!({"url": rx.url})).await;
+        t.deposit(&t.creds.project_id, 100_000_000).await;
+        let (code, out, err) = run(&t, &["trigger", "report.ready"], None).await;
+        assert_eq!(code, 0, "{err}");
+        let summary = one_json_line(&out);
+        assert_eq!(summary["event"], "report.ready");
+        assert_eq!(summary["status"], "ready", "{summary}");
+        assert!(summary["row_count"].as_u64().unwrap() >= 1, "{summary}");
+        let report = summary["report_id"].as_str().unwrap().to_owned();
+        let matches = |e: &Value| {
+            e["event_type"] == "report.ready" && e["data"]["report_id"] == report.as_str()
+        };
+        rx.wait_until("report.ready", EVENT_TIMEOUT, |got| {
+            got.iter().any(|r| matches(&r.event))
+        })
+        .await;
+        let event = rx
+            .received()
+            .into_iter()
+            .find(|r| matches(&r.event))
+            .unwrap()
+            .event;
+        assert_eq!(event["data"]["type"], "cards", "{event}");
+        assert_eq!(event["data"]["status"], "ready", "{event}");
+    }
+);
+
 both_backends!(trigger_a_decline_by_limit, |t: TestServer| async move {
     let rx = Receiver::start(&t.creds.api_secret).await;
     t.ok("wh/subscribe", json!({"url": rx.url})).await;

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 /// The router's source: its `.route("...")` paths are the routes.
 const ROUTES_SOURCE: &str = include_str!("../../api/src/routes/mod.rs");
 /// Routes outside `/api/v2`.
-const PLAIN_ROUTES: &[&str] = &["/health", "/ready", "/openapi.json"];
+const PLAIN_ROUTES: &[&str] = &["/health", "/ready", "/openapi.json", "/reports/{token}"];
 /// Plain routes outside the document: HTML for a browser, not the API (CONTRACT §16).
 const UNDOCUMENTED_ROUTES: &[&str] = &["/reveal/{token}"];
 

@@ -147,6 +147,10 @@ endpoint_table! {
         "Adds an evidence file (PDF, PNG or JPEG, at most 4 MiB) to an open dispute";
     "disputes/evidence/get": DisputesEvidenceGet => EvidenceFile, key = false, sandbox = false,
         "Reads an evidence file with its content";
+    "reports/create": ReportsCreate => ReportCreated, key = false, sandbox = false,
+        "Asks for a report (CSV or JSONL) built in the background";
+    "reports/get": ReportRef => Report, key = false, sandbox = false,
+        "Reads a report, with a download link once it is ready";
     "orders/check": OrdersCheck => Order, key = false, sandbox = false,
         "Reads an order";
     "wh/subscribe": WhSubscribe => Subscription, key = false, sandbox = false,
@@ -630,6 +634,24 @@ impl Client {
         };
         self.typed("disputes/evidence/get", &request, None, Retry::Safe)
             .await
+    }
+
+    /// `reports/create`: asks for a report built in the background (not retried: each
+    /// call creates one).
+    pub async fn reports_create(
+        &self,
+        request: &ReportsCreate,
+    ) -> Result<ReportCreated, ClientError> {
+        self.typed("reports/create", request, None, Retry::Never)
+            .await
+    }
+
+    /// `reports/get`: a report; once ready, with a new `download_url` (one hour).
+    pub async fn reports_get(&self, report_id: &str) -> Result<Report, ClientError> {
+        let request = ReportRef {
+            report_id: report_id.to_owned(),
+        };
+        self.typed("reports/get", &request, None, Retry::Safe).await
     }
 
     /// `simulate/disputes/advance`: Sandbox: the network moves a dispute (not retried).

@@ -105,6 +105,30 @@ pub fn document() -> Value {
         ),
     );
     paths.insert(
+        "/reports/{token}".into(),
+        json!({"get": {
+            "operationId": "reports_download",
+            "tags": ["reports"],
+            "summary": "A ready report's file, from the `download_url` of reports/get (plain; \
+                the token is the credential, good for one hour and any number of GETs)",
+            "parameters": [{
+                "name": "token", "in": "path", "required": true,
+                "schema": {"type": "string", "minLength": 43, "maxLength": 43}
+            }],
+            "responses": {
+                "200": {
+                    "description": "The file, as an attachment (`Content-Disposition`)",
+                    "content": {
+                        "text/csv": {"schema": {"type": "string"}},
+                        "application/jsonl": {"schema": {"type": "string"}}
+                    }
+                },
+                "404": {"description": "No such link, or the report was deleted"},
+                "410": {"description": "The link is over its hour: ask reports/get for another"}
+            }
+        }}),
+    );
+    paths.insert(
         "/openapi.json".into(),
         json!({"get": {
             "operationId": "openapi_json",

@@ -27,6 +27,7 @@ mod operators_page;
 mod orders;
 mod overview;
 mod projects;
+mod reports;
 mod security;
 mod session;
 mod view;
@@ -125,6 +126,12 @@ fn router(console: Console) -> Router {
             "/console/projects/{project_id}/keys/revoke",
             post(projects::revoke_key),
         )
+        .route(
+            "/console/projects/{project_id}/export",
+            post(reports::export),
+        )
+        .route("/console/reports/{report_id}", get(reports::show))
+        .route("/console/reports/{report_id}/file", get(reports::file))
         .route("/console/cards", get(cards::list))
         .route("/console/cards/{card_id}", get(cards::show))
         .route("/console/cards/{card_id}/freeze", post(cards::freeze))

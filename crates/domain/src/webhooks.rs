@@ -30,6 +30,7 @@ pub const EVENT_TYPES: &[(&str, PayloadForm)] = &[
     ("card.close", PayloadForm::Envelope),
     ("card.details_viewed", PayloadForm::Envelope),
     ("dispute.updated", PayloadForm::Envelope),
+    ("report.ready", PayloadForm::Envelope),
     ("card_transaction", PayloadForm::Typed),
     ("card_otp", PayloadForm::Typed),
     ("card_3ds", PayloadForm::Typed),

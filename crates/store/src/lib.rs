@@ -38,6 +38,7 @@ pub mod orders;
 pub mod projects;
 pub mod query;
 pub mod replay;
+pub mod reports;
 pub mod retention;
 pub mod reveal_sessions;
 pub mod sandbox;

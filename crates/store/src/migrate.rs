@@ -153,6 +153,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0023_disputes.sql"),
     },
     Migration {
+        version: 24,
+        name: "reports",
+        sqlite: include_str!("../migrations/sqlite/0024_reports.sql"),
+        postgres: include_str!("../migrations/postgres/0024_reports.sql"),
+    },
+    Migration {
         version: 25,
         name: "statements",
         sqlite: include_str!("../migrations/sqlite/0025_statements.sql"),

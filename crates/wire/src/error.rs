@@ -50,6 +50,7 @@ pub enum ErrorSlug {
     DecisionWebhookNotFound,
     DisputeNotFound,
     EvidenceNotFound,
+    ReportNotFound,
     // Conflicts.
     UserAlreadyExists,
     CardholderAlreadyExists,
@@ -145,6 +146,7 @@ impl ErrorSlug {
             RuleNotFound => "rule_not_found",
             DecisionWebhookNotFound => "decision_webhook_not_found",
             DisputeNotFound => "dispute_not_found",
+            ReportNotFound => "report_not_found",
             EvidenceNotFound => "evidence_not_found",
             DisputeAlreadyExists => "dispute_already_exists",
             TransactionNotDisputable => "transaction_not_disputable",
@@ -198,6 +200,7 @@ impl ErrorSlug {
             | RuleNotFound
             | DecisionWebhookNotFound
             | DisputeNotFound
+            | ReportNotFound
             | EvidenceNotFound => 404,
             UserAlreadyExists | CardholderAlreadyExists | DisputeAlreadyExists => 409,
             CardNotActive
@@ -293,6 +296,7 @@ impl ErrorSlug {
         ErrorSlug::DecisionWebhookNotFound,
         ErrorSlug::RuleLimitReached,
         ErrorSlug::DisputeNotFound,
+        ErrorSlug::ReportNotFound,
         ErrorSlug::EvidenceNotFound,
         ErrorSlug::DisputeAlreadyExists,
         ErrorSlug::TransactionNotDisputable,

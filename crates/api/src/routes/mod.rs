@@ -11,6 +11,7 @@ mod lithic;
 pub(crate) mod orders;
 mod project;
 mod ready;
+mod reports;
 mod reveal;
 mod rules;
 pub(crate) mod simulate;
@@ -83,7 +84,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/disputes/find", post(disputes::find))
         .route("/disputes/withdraw", post(disputes::withdraw))
         .route("/disputes/evidence/add", post(disputes::evidence_add))
-        .route("/disputes/evidence/get", post(disputes::evidence_get));
+        .route("/disputes/evidence/get", post(disputes::evidence_get))
+        .route("/reports/create", post(reports::create))
+        .route("/reports/get", post(reports::get_report));
     // CONTRACT §7: the simulation endpoints exist only in the sandbox; in production
     // they are unknown paths (404).
     let api = if state.app.config.mode == Mode::Sandbox {
@@ -131,6 +134,12 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/reveal/{token}",
             reveal::page_route().with_state(state.app.clone()),
+        )
+        // A ready report's file: the token in the path is the credential; plain,
+        // outside the envelope and outside our API's document.
+        .route(
+            "/reports/{token}",
+            reports::file_route().with_state(state.app.clone()),
         )
         // What Lithic sends us (CONTRACT §14): signed by Lithic, outside the envelope
         // and outside our API's document (Lithic's API defines them).

@@ -6,12 +6,15 @@ use super::text::Text;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Tables retention deletes from (`issuing_retention_deleted_rows_total{table}`).
-pub const TABLES: [&str; 5] = [
+pub const TABLES: [&str; 8] = [
     "webhook_deliveries",
     "events",
     "replay_guard",
     "idempotency_keys",
     "reveal_sessions",
+    "report_tokens",
+    "report_chunks",
+    "reports",
 ];
 /// Why subscriptions were deactivated by the server (not by wh/unsubscribe).
 const REASONS: [&str; 2] = ["failing", "gone"];

@@ -5,6 +5,8 @@
 //! - deletes replay-guard rows whose timestamps have left the acceptance window,
 //!   idempotency keys past their 7 days, and reveal sessions a day after they expired
 //!   (until then a used or expired link answers 410, after it 404);
+//! - deletes reports (their files' chunks, then the reports and their links) 7 days
+//!   after they were ready, and report download links a day after they expired;
 //! - with a `retention`, deletes final webhook deliveries that completed longer ago, and
 //!   events once none of their deliveries is left.
 //!
@@ -18,7 +20,9 @@
 use crate::App;
 use issuing_domain::time::now_micros;
 use issuing_store::retention::{self, EventCursor};
-use issuing_store::{idempotency, replay, reveal_sessions, subscriptions, Backend, StoreError};
+use issuing_store::{
+    idempotency, replay, reports, reveal_sessions, subscriptions, Backend, StoreError,
+};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -31,6 +35,8 @@ const BACKLOG_PAUSE: Duration = Duration::from_secs(1);
 /// How long an expired reveal session is kept: a link opened late still learns it was
 /// used or expired (410) rather than unknown (404).
 const REVEAL_SESSIONS_KEPT: i64 = 24 * 3600 * 1_000_000;
+/// Chunks of a report's file deleted per transaction: each is up to 256 KiB, so few.
+const REPORT_CHUNKS_BATCH: i64 = 16;
 /// Subscriptions deactivated per pass, each in its own transaction.
 const DEACTIVATE_BATCH: i64 = 100;
 
@@ -76,6 +82,8 @@ enum Step {
     Replay,
     Idempotency,
     RevealSessions,
+    ReportLinks,
+    Reports,
     Deliveries,
     UndeliveredEvents,
 }
@@ -87,7 +95,13 @@ async fn pass(
 ) -> Result<Backlog, StoreError> {
     let deadline = Instant::now() + PASS_BUDGET;
     deactivate_failing(state).await?;
-    let mut steps = vec![Step::Replay, Step::Idempotency, Step::RevealSessions];
+    let mut steps = vec![
+        Step::Replay,
+        Step::Idempotency,
+        Step::RevealSessions,
+        Step::ReportLinks,
+        Step::Reports,
+    ];
     if !state.config.retention.is_zero() {
         steps.extend([Step::Deliveries, Step::UndeliveredEvents]);
     }
@@ -131,6 +145,16 @@ async fn batch(state: &App, step: Step, cursor: &mut EventCursor) -> Result<bool
             let before = now.saturating_sub(REVEAL_SESSIONS_KEPT);
             let d = reveal_sessions::purge_expired(&mut tx, before, n).await?;
             (vec![("reveal_sessions", d)], d as i64 >= n, None)
+        }
+        Step::ReportLinks => {
+            let before = now.saturating_sub(REVEAL_SESSIONS_KEPT);
+            let d = reports::purge_expired_tokens(&mut tx, before, n).await?;
+            (vec![("report_tokens", d)], d as i64 >= n, None)
+        }
+        Step::Reports => {
+            let (c, r) = reports::purge_expired(&mut tx, now, REPORT_CHUNKS_BATCH).await?;
+            let deleted = vec![("report_chunks", c), ("reports", r)];
+            (deleted, c + r > 0, None)
         }
         Step::Deliveries => {
             let (d, e) = retention::purge_final_deliveries(&mut tx, cutoff, n).await?;
