@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod network;
 pub mod projects;
 pub mod provider;
+pub mod reconcile;
 mod start;
 pub mod statements;
 pub mod webhooks;

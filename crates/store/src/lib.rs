@@ -37,6 +37,7 @@ pub mod operators;
 pub mod orders;
 pub mod projects;
 pub mod query;
+pub mod reconciliation;
 pub mod replay;
 pub mod retention;
 pub mod reveal_sessions;
