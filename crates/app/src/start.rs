@@ -137,4 +137,5 @@ pub fn spawn_workers(
         tasks.spawn(workers::wakeup::listen(app.clone(), shutdown.clone()));
     }
     tasks.spawn(workers::cleanup::run(app.clone(), shutdown.clone()));
+    tasks.spawn(workers::reconcile::run(app.clone(), shutdown.clone()));
 }

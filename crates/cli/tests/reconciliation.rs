@@ -237,3 +237,100 @@ both_backends!(sandbox_break_refusals, |t: TestServer| async move {
     .await;
     t.verify_ledger().await;
 });
+
+fn console_and_metrics() -> ServerConfig {
+    ServerConfig {
+        console: Some(issuing_app::config::ConsoleListen {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            optional: false,
+        }),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::default()
+    }
+}
+
+both_backends_with!(
+    console_metric_and_daily_job,
+    console_and_metrics(),
+    |t: TestServer| async move {
+        let (a, _, _) = t.settle_some("dee").await;
+        let planted = t.plant(&a, "amount_mismatch").await;
+        t.reconcile_here(&planted.date).await;
+
+        // The metric: the latest finished result per subprovider, by kind.
+        let addr = t.metrics_addr().unwrap();
+        let text = t
+            .http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for (kind, n) in [
+            ("missing_here", 0),
+            ("missing_there", 0),
+            ("amount_mismatch", 1),
+        ] {
+            let line = format!(
+                "issuing_reconciliation_breaks{{subprovider=\"sandbox\",kind=\"{kind}\"}} {n}"
+            );
+            assert!(text.contains(&line), "{line} in:\n{text}");
+        }
+
+        // The console page, for a viewer too (as the ledger), with the break named.
+        let password = issuing_console::operators::create(
+            &t.store,
+            "viewer@example.com",
+            issuing_console::operators::Role::Viewer,
+            &[],
+        )
+        .await
+        .unwrap()
+        .password;
+        let console = common::console::Console::login(
+            t.console_addr().unwrap(),
+            "viewer@example.com",
+            &password,
+        )
+        .await;
+        let page = console.get("/console/reconciliation").await;
+        assert_eq!(page.status, 200);
+        assert!(page.body.contains(&planted.date), "{}", page.body);
+        assert!(page.body.contains("amount_mismatch"), "{}", page.body);
+        assert!(page.body.contains(&planted.event_token), "{}", page.body);
+        assert!(page.body.contains(&a), "{}", page.body);
+
+        // The daily job: the server's worker reconciles yesterday of each sandbox
+        // subprovider once (its first pass comes seconds after start); the kept row is
+        // its claim, so another claim of that date is refused.
+        let yesterday = (chrono::Utc::now() - chrono::Duration::days(1))
+            .format("%Y-%m-%d")
+            .to_string();
+        let mut done = false;
+        for _ in 0..100 {
+            let mut conn = t.store.conn().await.unwrap();
+            let kept = issuing_store::reconciliation::list(&mut conn, 50)
+                .await
+                .unwrap();
+            done = kept.iter().any(|r| {
+                r.report_date == yesterday && r.subprovider_code == "sandbox" && r.status == "done"
+            });
+            if done {
+                break;
+            }
+            drop(conn);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(done, "the daily job reconciled {yesterday}");
+        let mut conn = t.store.conn().await.unwrap();
+        let now = issuing_domain::time::now_micros();
+        let again = issuing_store::reconciliation::claim(&mut conn, "sandbox", &yesterday, now, 0)
+            .await
+            .unwrap();
+        assert!(!again, "a date is claimed once");
+        drop(conn);
+        t.verify_ledger().await;
+    }
+);

@@ -27,6 +27,7 @@ mod operators_page;
 mod orders;
 mod overview;
 mod projects;
+mod reconciliation;
 mod security;
 mod session;
 mod view;
@@ -143,6 +144,7 @@ fn router(console: Console) -> Router {
             post(webhooks::redeliver),
         )
         .route("/console/ledger", get(ledger::page))
+        .route("/console/reconciliation", get(reconciliation::page))
         .route("/console/ledger/verify", post(ledger::verify))
         .route("/console/deposits", get(deposits::list))
         .route("/console/audit", get(audit::list))

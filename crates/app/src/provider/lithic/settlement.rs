@@ -24,12 +24,16 @@ impl LithicProvider {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let mut query = url::form_urlencoded::Serializer::new(String::new());
-            query.append_pair("page_size", &PAGE_SIZE.to_string());
-            if let Some(a) = &after {
-                query.append_pair("starting_after", a);
-            }
-            let path = format!("/v1/reports/settlement/details/{date}?{}", query.finish());
+            // Built apart: the serializer is not `Send`, and this future crosses awaits.
+            let query = {
+                let mut q = url::form_urlencoded::Serializer::new(String::new());
+                q.append_pair("page_size", &PAGE_SIZE.to_string());
+                if let Some(a) = &after {
+                    q.append_pair("starting_after", a);
+                }
+                q.finish()
+            };
+            let path = format!("/v1/reports/settlement/details/{date}?{query}");
             let page = self.client.get("settlement_details", &path).await?;
             let data = page["data"].as_array().ok_or_else(|| malformed("data"))?;
             for d in data {
