@@ -65,23 +65,26 @@ async fn settle(l: &Lithic) -> (String, Vec<String>) {
 
 async fn without_breaks(l: &Lithic) {
     let date = today();
-    settle(l).await;
+    let (card, _) = settle(l).await;
     if date != today() {
         return; // The settlements straddle midnight UTC.
     }
-    // Two details a page: the four take two pages.
+    // A fee settles too; it is no clearing or refund, and no break.
+    l.fake.settlement_other(&card, "FEE", -25);
+    // Two details a page: the five take three pages.
     l.fake.settlement_page_cap(2);
     let v = l.reconcile(&date).await;
     assert_eq!(v["status"], "done", "{v}");
     assert_eq!(v["breaks"], serde_json::json!([]), "{v}");
     assert_eq!(v["matched"]["count"], 4, "{v}");
     assert_eq!(v["matched"]["amount_cents"], 1800 + 1000 + 450 + 700, "{v}");
-    // Read page by page: more details than one page holds would take several calls;
-    // at least one call was made, and every one was checked against the document.
+    // Read page by page (five details, two a page: three pages, the four matched and
+    // the fee among them), every call checked against the document; the daily job may
+    // have read yesterday's meanwhile.
     assert!(
         l.fake
             .calls("GET", "/v1/reports/settlement/details/{report_date}")
-            >= 1
+            >= 3
     );
     let other = l.reconcile("2001-01-01").await;
     assert_eq!(other["matched"]["count"], 0, "{other}");

@@ -37,7 +37,11 @@ impl LithicProvider {
             let page = self.client.get("settlement_details", &path).await?;
             let data = page["data"].as_array().ok_or_else(|| malformed("data"))?;
             for d in data {
-                out.push(detail(d)?);
+                // Fees, disputes and adjustments settle too; only clearings and
+                // financial (single-message) transactions are clearings and refunds.
+                if matches!(d["type"].as_str(), Some("CLEARING" | "FINANCIAL")) {
+                    out.push(detail(d)?);
+                }
             }
             let more = page["has_more"]
                 .as_bool()

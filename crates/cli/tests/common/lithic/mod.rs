@@ -330,6 +330,12 @@ impl FakeLithic {
 
     /// A settlement today on `card_token` that no event delivered: its event token.
     pub fn settlement_unannounced(&self, card_token: &str, cents: i64) -> String {
+        self.settlement_other(card_token, "CLEARING", cents)
+    }
+
+    /// A settlement detail of `kind` (`FEE`, `CHARGEBACK`, `CLEARING`, …) today on
+    /// `card_token` that no transaction event delivered: its event token.
+    pub fn settlement_other(&self, card_token: &str, kind: &str, cents: i64) -> String {
         let mut b = self.books();
         let account = b.cards.get(card_token).map(|c| c["account_token"].clone());
         let event = uuid();
@@ -338,7 +344,7 @@ impl FakeLithic {
             &uuid(),
             card_token,
             account.unwrap_or(Value::Null),
-            "CLEARING",
+            kind,
             cents,
             &bodies::now(),
         );
