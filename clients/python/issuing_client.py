@@ -234,6 +234,7 @@ ENDPOINTS = {
     "simulate_cards_3ds": "simulate/cards/3ds",
     "simulate_project_deposit": "simulate/project/deposit",
     "simulate_disputes_advance": "simulate/disputes/advance",
+    "simulate_settlement_break": "simulate/settlement/break",
 }
 
 
@@ -478,6 +479,9 @@ class Client:
     simulate_project_deposit = _endpoint("simulate/project/deposit")
     # Sandbox: the network moves a dispute (``to``, optional ``resolution_reason``).
     simulate_disputes_advance = _endpoint("simulate/disputes/advance")
+    # Sandbox: plants a settlement reconciliation break (``transaction_id``, ``kind``:
+    # ``missing_here``, ``missing_there`` or ``amount_mismatch``).
+    simulate_settlement_break = _endpoint("simulate/settlement/break")
 
     def open_webhook(self, api_key_header: Optional[str], body: bytes) -> Dict[str, Any]:
         """Open a webhook delivery or a decision request: ``api_key_header`` is its

@@ -410,7 +410,7 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(unreachable.stdout, "")
 
     def test_endpoint_methods(self):
-        self.assertEqual(len(issuing_client.ENDPOINTS), 59)
+        self.assertEqual(len(issuing_client.ENDPOINTS), 60)
         for name, path in issuing_client.ENDPOINTS.items():
             if path.startswith("users/") or path == "orders/check":
                 continue

@@ -762,6 +762,11 @@ export class IssuingClient {
     body: { dispute_id: string; to: "representment" | "prearbitration" | "arbitration" | "won" | "lost" | (string & {}); resolution_reason?: ResolutionReason } & Fields,
     options?: CallOptions,
   ): R<Dispute>;
+  /** Sandbox: plants a settlement reconciliation break in the sandbox provider's settlement records, on a settled transaction. */
+  simulateSettlementBreak(
+    body: { transaction_id: string; kind: "missing_here" | "missing_there" | "amount_mismatch" | (string & {}) } & Fields,
+    options?: CallOptions,
+  ): R<{ transaction_id: string; kind: string; event_token: string; date: string; subprovider_code: string }>;
 }
 
 /** Method name → endpoint path. */

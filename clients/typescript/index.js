@@ -687,6 +687,8 @@ export class IssuingClient {
   /** @param {Fields} body @param {CallOptions} [o] */ simulateProjectDeposit(body, o) { return this.call("simulate/project/deposit", body, o); }
   /** Sandbox: plays the card network's move on a dispute.
    * @param {Fields} body @param {CallOptions} [o] */ simulateDisputesAdvance(body, o) { return this.call("simulate/disputes/advance", body, o); }
+  /** Sandbox: plants a settlement reconciliation break (`kind`: `missing_here`, `missing_there`, `amount_mismatch`) on a settled transaction.
+   * @param {Fields} body @param {CallOptions} [o] */ simulateSettlementBreak(body, o) { return this.call("simulate/settlement/break", body, o); }
 }
 
 /** Method name → endpoint path, for every endpoint of docs/api.md. */
@@ -750,6 +752,7 @@ export const ENDPOINTS = Object.freeze({
   simulateCards3ds: "simulate/cards/3ds",
   simulateProjectDeposit: "simulate/project/deposit",
   simulateDisputesAdvance: "simulate/disputes/advance",
+  simulateSettlementBreak: "simulate/settlement/break",
 });
 
 /**

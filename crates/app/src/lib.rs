@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod network;
 pub mod projects;
 pub mod provider;
+pub mod reconcile;
 pub mod reports;
 mod start;
 pub mod statements;

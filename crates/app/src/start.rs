@@ -139,4 +139,5 @@ pub fn spawn_workers(
     }
     tasks.spawn(workers::cleanup::run(app.clone(), shutdown.clone()));
     tasks.spawn(crate::reports::build::run(app.clone(), shutdown.clone()));
+    tasks.spawn(workers::reconcile::run(app.clone(), shutdown.clone()));
 }

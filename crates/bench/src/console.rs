@@ -493,7 +493,13 @@ async fn seed_hot_ledger(
         network: network.clone(),
         ..Chain::default()
     };
-    chain.push(0, "card_refund", funded, tx_at(0) - 1, format!("seed-fund:{}", id(11, 0)));
+    chain.push(
+        0,
+        "card_refund",
+        funded,
+        tx_at(0) - 1,
+        format!("seed-fund:{}", id(11, 0)),
+    );
     let mut flushed = 0;
     for i in 0..hot {
         if approved(i) {
@@ -503,9 +509,22 @@ async fn seed_hot_ledger(
         if chain.transfers.len() >= BATCH * 10 || i + 1 == hot {
             let tr = std::mem::take(&mut chain.transfers);
             let en = std::mem::take(&mut chain.entries);
-            let columns = ["id", "project_id", "kind", "card_id", "reference", "created_at"];
+            let columns = [
+                "id",
+                "project_id",
+                "kind",
+                "card_id",
+                "reference",
+                "created_at",
+            ];
             insert(conn, "transfers", &columns, tr).await?;
-            let columns = ["transfer_id", "account_id", "amount", "balance_after", "created_at"];
+            let columns = [
+                "transfer_id",
+                "account_id",
+                "amount",
+                "balance_after",
+                "created_at",
+            ];
             insert(conn, "entries", &columns, en).await?;
             flushed += 1;
         }
@@ -772,10 +791,18 @@ async fn time_statements(t: &Target, s: &Seeded, scale: f64) -> anyhow::Result<V
         .await
         .map_err(|e| anyhow::anyhow!("cards/statement: {e}"))?;
         let total = v["total"].as_u64().unwrap_or(0);
-        let amount = |f: &str| v[f].as_str().and_then(|x| x.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        let amount = |f: &str| {
+            v[f].as_str()
+                .and_then(|x| x.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
         let sum: f64 = v["totals"]
             .as_object()
-            .map(|o| o.values().filter_map(|x| x.as_str()?.parse::<f64>().ok()).sum())
+            .map(|o| {
+                o.values()
+                    .filter_map(|x| x.as_str()?.parse::<f64>().ok())
+                    .sum()
+            })
             .unwrap_or(f64::NAN);
         anyhow::ensure!(
             (amount("opening_balance") + sum - amount("closing_balance")).abs() < 0.005,
@@ -789,10 +816,23 @@ async fn time_statements(t: &Target, s: &Seeded, scale: f64) -> anyhow::Result<V
     // (docs/benchmarks.md, "Statements").
     let total = ((REQUESTS_PER_PAGE as f64 * scale.max(0.1) / 10.0).round() as usize).max(20);
     let timed = [
-        (format!("card statement, this month ({this}), first 100"), this.clone(), 0u64),
-        (format!("card statement, last month ({last}), first 100"), last.clone(), 0),
         (
-            format!("card statement, {} of {} movements in {}, 100 deep", busiest.1 / 2, busiest.1, busiest.0),
+            format!("card statement, this month ({this}), first 100"),
+            this.clone(),
+            0u64,
+        ),
+        (
+            format!("card statement, last month ({last}), first 100"),
+            last.clone(),
+            0,
+        ),
+        (
+            format!(
+                "card statement, {} of {} movements in {}, 100 deep",
+                busiest.1 / 2,
+                busiest.1,
+                busiest.0
+            ),
             busiest.0.clone(),
             busiest.1 / 2,
         ),

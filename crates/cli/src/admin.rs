@@ -34,6 +34,18 @@ pub enum AdminCommand {
     /// Check the ledger: every transfer balances, every balance equals its entries,
     /// no customer balance is negative. Exits 1 and names each bad account on mismatch.
     VerifyLedger,
+    /// Reconcile a subprovider's settlements of one UTC date: the provider's (Lithic's
+    /// settlement details, the sandbox provider's records) against the clearings and
+    /// refunds applied here. Prints the result as JSON, keeps it for the date, and
+    /// exits 1 when there are breaks (2 when the provider could not be read).
+    Reconcile {
+        /// The subprovider's code in the catalog (`sandbox` for the sandbox).
+        #[arg(long)]
+        subprovider: String,
+        /// The UTC date, YYYY-MM-DD.
+        #[arg(long)]
+        date: String,
+    },
     /// Operators of the web console: create, list, disable, reset-password, unlock.
     #[command(subcommand)]
     Operator(OperatorCommand),
@@ -403,6 +415,37 @@ async fn execute(global: &GlobalArgs, cmd: AdminCommand) -> anyhow::Result<ExitC
                 }
             }
             ExitCode::SUCCESS
+        }
+        AdminCommand::Reconcile { subprovider, date } => {
+            let config = settings::server_config_from_env(&file)?;
+            let code = subprovider.trim();
+            let lithic = match config.catalog.subprovider(code).map(|s| &s.kind) {
+                Some(issuing_domain::catalog::ProviderKind::Lithic(_)) => {
+                    Some(issuing_app::provider::lithic::admin::provider(
+                        &store,
+                        &master,
+                        &config.catalog,
+                        &config.provider_keys,
+                        code,
+                    )?)
+                }
+                Some(_) => None,
+                None => bail!("no subprovider {code} in the catalog"),
+            };
+            let src = issuing_app::reconcile::Sources {
+                store: &store,
+                catalog: &config.catalog,
+                lithic: lithic.as_ref(),
+            };
+            let result = issuing_app::reconcile::run(&src, code, date.trim()).await?;
+            println!("{}", issuing_app::reconcile::to_json(&result));
+            if result.status != "done" {
+                ExitCode::from(2)
+            } else if result.missing_here + result.missing_there + result.amount_mismatch > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         AdminCommand::VerifyLedger => {
             let problems =

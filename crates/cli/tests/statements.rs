@@ -292,7 +292,10 @@ both_backends!(a_month_of_real_activity, |t: TestServer| async move {
     assert_eq!(purchase["balance_after"], "70.00");
     assert!(s["items"][0]["order_id"].is_string());
     assert!(s["items"][3]["dispute_id"].is_string());
-    assert_eq!(s["items"][3]["description"], "Dispute credit: Corner, \"Shop\"");
+    assert_eq!(
+        s["items"][3]["description"],
+        "Dispute credit: Corner, \"Shop\""
+    );
 
     // The project: a deposit, an issue fee, a topup and its fee, then a close.
     let (s, v) = t

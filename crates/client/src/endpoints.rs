@@ -183,6 +183,8 @@ endpoint_table! {
         "Sandbox: a confirmed USDT TRC20 deposit to the project's address";
     "simulate/disputes/advance": SimulateDisputesAdvance => Dispute, key = false, sandbox = true,
         "Sandbox: the network moves a dispute";
+    "simulate/settlement/break": SimulateSettlementBreak => SettlementBreak, key = false, sandbox = true,
+        "Sandbox: plants a settlement reconciliation break";
 }
 
 impl Client {
@@ -660,6 +662,16 @@ impl Client {
         request: &SimulateDisputesAdvance,
     ) -> Result<Dispute, ClientError> {
         self.typed("simulate/disputes/advance", request, None, Retry::Never)
+            .await
+    }
+
+    /// `simulate/settlement/break`: Sandbox: plants a settlement reconciliation break in
+    /// the sandbox provider's settlement records (not retried).
+    pub async fn simulate_settlement_break(
+        &self,
+        request: &SimulateSettlementBreak,
+    ) -> Result<SettlementBreak, ClientError> {
+        self.typed("simulate/settlement/break", request, None, Retry::Never)
             .await
     }
 

@@ -27,6 +27,7 @@ mod operators_page;
 mod orders;
 mod overview;
 mod projects;
+mod reconciliation;
 mod reports;
 mod security;
 mod session;
@@ -150,6 +151,7 @@ fn router(console: Console) -> Router {
             post(webhooks::redeliver),
         )
         .route("/console/ledger", get(ledger::page))
+        .route("/console/reconciliation", get(reconciliation::page))
         .route("/console/ledger/verify", post(ledger::verify))
         .route("/console/deposits", get(deposits::list))
         .route("/console/audit", get(audit::list))

@@ -15,6 +15,14 @@ pub fn to_rfc3339(micros: Micros) -> String {
         .to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
+/// The UTC date (`YYYY-MM-DD`) of an instant.
+pub fn utc_date(micros: Micros) -> String {
+    DateTime::<Utc>::from_timestamp_micros(micros)
+        .unwrap_or_default()
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
 /// Parses a filter bound: an RFC 3339 string, a `YYYY-MM-DD` date (midnight UTC), or
 /// integer microseconds (as a number or a string of digits).
 pub fn parse_instant(value: &serde_json::Value) -> Option<Micros> {

@@ -37,6 +37,7 @@ pub mod operators;
 pub mod orders;
 pub mod projects;
 pub mod query;
+pub mod reconciliation;
 pub mod replay;
 pub mod reports;
 pub mod retention;

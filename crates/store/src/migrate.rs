@@ -170,6 +170,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0026_console_disputes.sql"),
         postgres: include_str!("../migrations/postgres/0026_console_disputes.sql"),
     },
+    Migration {
+        version: 27,
+        name: "reconciliation",
+        sqlite: include_str!("../migrations/sqlite/0027_reconciliation.sql"),
+        postgres: include_str!("../migrations/postgres/0027_reconciliation.sql"),
+    },
 ];
 
 /// Arbitrary constant naming this service's migration lock.

@@ -16,6 +16,7 @@ mod reveal;
 mod rules;
 pub(crate) mod simulate;
 mod simulate_deposit;
+mod simulate_settlement;
 mod statements;
 mod system;
 mod threeds;
@@ -169,6 +170,10 @@ fn simulate_routes() -> Router<ApiState> {
         .route(
             "/simulate/disputes/advance",
             post(disputes::simulate_advance),
+        )
+        .route(
+            "/simulate/settlement/break",
+            post(simulate_settlement::settlement_break),
         )
 }
 

@@ -49,5 +49,6 @@ async fn read_db(store: &Store) -> Result<DbStats, StoreError> {
         orders: stats::orders_by_type_and_status(&mut conn, MAX_ORDER_GROUPS).await?,
         orders_due: stats::orders_due(&mut conn, now).await?,
         deliveries: stats::delivery_queue(&mut conn, now).await?,
+        reconciliations: issuing_store::reconciliation::latest_done(&mut conn).await?,
     })
 }

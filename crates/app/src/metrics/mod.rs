@@ -47,6 +47,8 @@ pub struct DbStats {
     pub orders: Vec<OrderCount>,
     pub orders_due: i64,
     pub deliveries: DeliveryQueue,
+    /// The latest finished settlement reconciliation of each subprovider.
+    pub reconciliations: Vec<issuing_store::reconciliation::Reconciliation>,
 }
 
 impl Metrics {
@@ -239,6 +241,26 @@ fn render_db(t: &mut Text, db: &DbStats) {
         &[],
         db.deliveries.failed,
     );
+    t.family(
+        "issuing_reconciliation_breaks",
+        "gauge",
+        "Breaks of the latest finished settlement reconciliation of each subprovider, by kind: missing_here, missing_there, amount_mismatch.",
+    );
+    for r in &db.reconciliations {
+        let code = r.subprovider_code.as_str();
+        for (kind, n) in [
+            ("missing_here", r.missing_here),
+            ("missing_there", r.missing_there),
+            ("amount_mismatch", r.amount_mismatch),
+        ] {
+            let n = u64::try_from(n).unwrap_or(0);
+            t.sample(
+                "issuing_reconciliation_breaks",
+                &[("subprovider", code), ("kind", kind)],
+                n,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -144,6 +144,9 @@ pub async fn execute(
         .await
         .map_err(flow_error)?;
     }
+    super::settlements::settled(conn, card, &plan.subject, message_id, message_kind)
+        .await
+        .map_err(flow_error)?;
     controls::insert_results(conn, &plan.rule_results).await?;
     Ok(Applied {
         tx: plan.subject,

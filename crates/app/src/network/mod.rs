@@ -24,6 +24,7 @@ pub mod plan;
 mod refund;
 pub mod release;
 mod settle;
+pub mod settlements;
 pub mod simulate;
 pub mod usage;
 pub mod view;

@@ -7,4 +7,5 @@ pub mod holds;
 pub mod issued;
 pub mod orders;
 pub mod outcomes;
+pub mod reconcile;
 pub mod wakeup;

@@ -1,7 +1,7 @@
 //! `simulate/cards/*` (sandbox only): the card network's messages and 3-D Secure
 //! challenges.
 
-use super::{CardTransaction, Decimal, Merchant};
+use super::{or_default, CardTransaction, Decimal, Merchant};
 use serde::{Deserialize, Serialize};
 
 /// `simulate/cards/auth`: an authorization request.
@@ -150,4 +150,31 @@ pub struct ThreeDsChallenge {
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+}
+
+/// `simulate/settlement/break` (sandbox): plants a settlement reconciliation break in
+/// the sandbox provider's settlement records, on a settled transaction.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimulateSettlementBreak {
+    /// A settled transaction: a clearing, force post or refund.
+    #[serde(default, deserialize_with = "or_default")]
+    pub transaction_id: String,
+    /// `missing_here` (a record the service never applied), `missing_there` (the
+    /// transaction's record removed) or `amount_mismatch` (its amount one cent more).
+    #[serde(default, deserialize_with = "or_default")]
+    pub kind: String,
+}
+
+/// The answer of `simulate/settlement/break`: what was planted.
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettlementBreak {
+    pub transaction_id: String,
+    pub kind: String,
+    /// The settlement's event token (for `missing_here`, the planted record's).
+    pub event_token: String,
+    /// The UTC date (`YYYY-MM-DD`) to reconcile to see it.
+    pub date: String,
+    pub subprovider_code: String,
 }

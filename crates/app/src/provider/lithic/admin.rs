@@ -48,6 +48,26 @@ fn client(code: &str, settings: &LithicSettings, keys: &ProviderKeys) -> anyhow:
     )?)
 }
 
+/// The Lithic program of subprovider `code`, for a command that reads from Lithic.
+pub fn provider(
+    store: &Store,
+    master: &MasterKey,
+    catalog: &Catalog,
+    keys: &ProviderKeys,
+    code: &str,
+) -> anyhow::Result<super::LithicProvider> {
+    let settings = lithic_settings(catalog, code)?;
+    let key = keys
+        .get(code)
+        .with_context(|| format!("{} is not set", settings.api_key_env))?;
+    let deps = super::Deps {
+        store: store.clone(),
+        master: master.clone(),
+        metrics: Arc::new(crate::metrics::Metrics::default()),
+    };
+    super::LithicProvider::new(code, settings, key, &deps)
+}
+
 /// Our two endpoints under a public base URL.
 fn endpoints(public_url: &str, code: &str) -> anyhow::Result<(String, String, String)> {
     let base = public_url.trim().trim_end_matches('/');

@@ -21,6 +21,7 @@ pub mod disputes;
 pub mod events;
 mod inbound;
 pub mod kyc;
+pub mod settlement;
 pub mod signature;
 
 pub use signature::Signed;

@@ -160,6 +160,43 @@ pub fn event(kind: &str, cents: i64, result: &str, polarity: &str) -> Value {
     })
 }
 
+/// A settlement detail (`SettlementDetail`) of one event, settled at `created` (its
+/// date is the report's). The detail's token is the event's: stable across pages.
+pub fn settlement_detail(
+    event_token: &str,
+    tx_token: &str,
+    card_token: &str,
+    account_token: Value,
+    kind: &str,
+    gross_cents: i64,
+    created: &str,
+) -> Value {
+    let date = created.get(..10).unwrap_or_default();
+    let at = created;
+    json!({
+        "account_token": account_token,
+        "card_program_token": null,
+        "card_token": card_token,
+        "created": at,
+        "currency": "USD",
+        "disputes_gross_amount": 0,
+        "event_tokens": [event_token],
+        "institution": "00001",
+        "interchange_fee_extended_precision": 0,
+        "interchange_gross_amount": 0,
+        "network": "VISA",
+        "other_fees_details": {},
+        "other_fees_gross_amount": 0,
+        "report_date": date,
+        "settlement_date": date,
+        "token": event_token,
+        "transaction_token": tx_token,
+        "transactions_gross_amount": gross_cents,
+        "type": kind,
+        "updated": at,
+    })
+}
+
 /// A transaction (`card_transaction`) with its events; the status and amounts follow
 /// from them.
 pub fn transaction(

@@ -89,6 +89,29 @@ impl Lithic {
         Some(Lithic { t, fake })
     }
 
+    /// Settlement reconciliation of the subprovider's `date` against the fake, as the
+    /// daily job and `issuing admin reconcile` run it: the kept result, as printed.
+    pub async fn reconcile(&self, date: &str) -> Value {
+        let catalog = catalog(&self.fake.base, "");
+        let mut keys = ProviderKeys::default();
+        keys.insert(SUB, &self.fake.api_key);
+        let lithic = issuing_app::provider::lithic::admin::provider(
+            &self.t.store,
+            &self.t.master,
+            &catalog,
+            &keys,
+            SUB,
+        )
+        .unwrap();
+        let src = issuing_app::reconcile::Sources {
+            store: &self.t.store,
+            catalog: &catalog,
+            lithic: Some(&lithic),
+        };
+        let r = issuing_app::reconcile::run(&src, SUB, date).await.unwrap();
+        issuing_app::reconcile::to_json(&r)
+    }
+
     /// The fake's check, then the ledger's.
     pub async fn finish(self) {
         self.fake.assert_clean();

@@ -104,6 +104,14 @@ struct Books {
     evidences: BTreeMap<String, Value>,
     /// What arrived at the upload target: (evidence token, content type, bytes).
     uploads: Vec<(String, String, Vec<u8>)>,
+    /// Settled events left out of the settlement details (a break planted by a test).
+    settlement_hidden: Vec<String>,
+    /// Settled events whose detail reports another amount (cents).
+    settlement_amounts: BTreeMap<String, i64>,
+    /// Details of settlements the card network made that no event delivered.
+    settlement_extra: Vec<Value>,
+    /// At most this many details per page, whatever `page_size` asks.
+    settlement_page_cap: Option<usize>,
 }
 
 struct Inner {
@@ -291,6 +299,57 @@ impl FakeLithic {
 
     pub fn disputes(&self) -> Vec<Value> {
         self.books().disputes.values().cloned().collect()
+    }
+
+    /// The tokens of a transaction's events of `kind` (`CLEARING`, `RETURN`, …).
+    pub fn event_tokens(&self, tx: &str, kind: &str) -> Vec<String> {
+        self.books().txs[tx]
+            .events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .filter_map(|e| e["token"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Serves at most `n` settlement details per page, so a reader must page.
+    pub fn settlement_page_cap(&self, n: usize) {
+        self.books().settlement_page_cap = Some(n);
+    }
+
+    /// Leaves a settled event out of the settlement details.
+    pub fn settlement_hide(&self, event_token: &str) {
+        self.books().settlement_hidden.push(event_token.to_owned());
+    }
+
+    /// Reports a settled event at `cents` in the settlement details.
+    pub fn settlement_amount(&self, event_token: &str, cents: i64) {
+        self.books()
+            .settlement_amounts
+            .insert(event_token.to_owned(), cents);
+    }
+
+    /// A settlement today on `card_token` that no event delivered: its event token.
+    pub fn settlement_unannounced(&self, card_token: &str, cents: i64) -> String {
+        self.settlement_other(card_token, "CLEARING", cents)
+    }
+
+    /// A settlement detail of `kind` (`FEE`, `CHARGEBACK`, `CLEARING`, …) today on
+    /// `card_token` that no transaction event delivered: its event token.
+    pub fn settlement_other(&self, card_token: &str, kind: &str, cents: i64) -> String {
+        let mut b = self.books();
+        let account = b.cards.get(card_token).map(|c| c["account_token"].clone());
+        let event = uuid();
+        let detail = bodies::settlement_detail(
+            &event,
+            &uuid(),
+            card_token,
+            account.unwrap_or(Value::Null),
+            kind,
+            cents,
+            &bodies::now(),
+        );
+        b.settlement_extra.push(detail);
+        event
     }
 
     pub fn dispute(&self, token: &str) -> Option<Value> {
@@ -1052,6 +1111,51 @@ impl FakeLithic {
                     Some(s) => (200, json!({"secret": s.secret})),
                     None => (404, error("Event subscription not found")),
                 }
+            }
+            ("GET", "/v1/reports/settlement/details/{report_date}") => {
+                let date = last.as_str();
+                let mut all: Vec<Value> = b.settlement_extra.clone();
+                for t in b.txs.values() {
+                    let account = b
+                        .cards
+                        .get(&t.card_token)
+                        .map(|c| c["account_token"].clone());
+                    for e in &t.events {
+                        let kind = e["type"].as_str().unwrap_or_default();
+                        let token = e["token"].as_str().unwrap_or_default();
+                        if !matches!(kind, "CLEARING" | "RETURN")
+                            || e["result"] != "APPROVED"
+                            || b.settlement_hidden.iter().any(|h| h == token)
+                        {
+                            continue;
+                        }
+                        let cents = e["amount"].as_i64().unwrap_or(0);
+                        let cents = b.settlement_amounts.get(token).copied().unwrap_or(cents);
+                        // A return credits the card: a negative gross amount.
+                        let gross = if kind == "RETURN" { -cents } else { cents };
+                        all.push(bodies::settlement_detail(
+                            token,
+                            &t.token,
+                            &t.card_token,
+                            account.clone().unwrap_or(Value::Null),
+                            "CLEARING",
+                            gross,
+                            e["created"].as_str().unwrap_or_default(),
+                        ));
+                    }
+                }
+                all.retain(|d| d["report_date"] == date);
+                all.sort_by(|a, b| a["token"].as_str().cmp(&b["token"].as_str()));
+                if let Some(after) = q("starting_after") {
+                    all.retain(|d| d["token"].as_str().is_some_and(|t| t > after.as_str()));
+                }
+                let size = q("page_size")
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .unwrap_or(50)
+                    .min(b.settlement_page_cap.unwrap_or(usize::MAX));
+                let has_more = all.len() > size;
+                all.truncate(size);
+                (200, json!({"data": all, "has_more": has_more}))
             }
             _ => {
                 drop(b);
