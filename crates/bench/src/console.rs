@@ -484,7 +484,7 @@ async fn seed_hot_ledger(
     .await?;
     let card_account = id(4, 0);
     let amount_of = |i: usize| 1_000_000 + (i as i64 % 50) * 250_000;
-    let approved = |i: usize| !(i % 20 == 0 || i + 1 == hot);
+    let approved = |i: usize| !(i.is_multiple_of(20) || i + 1 == hot);
     let spent: i64 = (0..hot).filter(|i| approved(*i)).map(amount_of).sum();
     let funded = spent + 100_000_000;
     let mut chain = Chain {
