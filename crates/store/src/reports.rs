@@ -418,6 +418,32 @@ pub async fn card_tx_page(
         .collect()
 }
 
+/// The next page of a project's rows of `table` (one with `project_id`, `created_at`
+/// and a text `id`) created in [from, to] after `cursor`, oldest first.
+async fn rows_page<T>(
+    conn: &mut Conn,
+    table: &'static str,
+    (project_id, to): (&str, i64),
+    cursor: &Cursor,
+    limit: i64,
+    read: fn(&sqlx::any::AnyRow) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let sql = format!(
+        "SELECT * FROM {table} WHERE project_id = $1 AND created_at <= $2 \
+         AND (created_at > $3 OR (created_at = $3 AND id > $4)) \
+         ORDER BY created_at, id LIMIT $5"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(project_id)
+        .bind(to)
+        .bind(cursor.created_at)
+        .bind(&cursor.id)
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter().map(read).collect()
+}
+
 /// The next page of a project's cards created in [from, to] after `cursor`.
 pub async fn cards_page(
     conn: &mut Conn,
@@ -426,19 +452,10 @@ pub async fn cards_page(
     cursor: &Cursor,
     limit: i64,
 ) -> Result<Vec<CardRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM cards WHERE project_id = $1 AND created_at <= $2 \
-         AND (created_at > $3 OR (created_at = $3 AND id > $4)) \
-         ORDER BY created_at, id LIMIT $5",
-    )
-    .bind(project_id)
-    .bind(to)
-    .bind(cursor.created_at)
-    .bind(&cursor.id)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter().map(crate::cards::from_row).collect()
+    rows_page(conn, "cards", (project_id, to), cursor, limit, |r| {
+        crate::cards::from_row(r)
+    })
+    .await
 }
 
 /// The next page of a project's disputes created in [from, to] after `cursor`.
@@ -449,19 +466,15 @@ pub async fn disputes_page(
     cursor: &Cursor,
     limit: i64,
 ) -> Result<Vec<DisputeRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT * FROM disputes WHERE project_id = $1 AND created_at <= $2 \
-         AND (created_at > $3 OR (created_at = $3 AND id > $4)) \
-         ORDER BY created_at, id LIMIT $5",
+    rows_page(
+        conn,
+        "disputes",
+        (project_id, to),
+        cursor,
+        limit,
+        crate::disputes::from_row,
     )
-    .bind(project_id)
-    .bind(to)
-    .bind(cursor.created_at)
-    .bind(&cursor.id)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await?;
-    rows.iter().map(crate::disputes::from_row).collect()
+    .await
 }
 
 /// One ledger entry with its transfer and account.
